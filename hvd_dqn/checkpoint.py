@@ -1,0 +1,94 @@
+"""Checkpoints of the learner and the run's counters, written by rank 0 only, atomically.
+
+Layout under <logdir>/checkpoints/:
+
+    ckpt-000000050000/          one folder per checkpoint, named by env steps (summed over ranks)
+        state.index, state.data-*   tf.train.Checkpoint of online, target, optimizer, num_updates
+        counters.json               env_steps, episodes, updates, wall time, ...
+        config.json                 the TrainConfig of the run that wrote it
+        COMPLETE                    written last: a folder without it is ignored
+
+A checkpoint is first written into a hidden temporary folder, then renamed into place, then marked
+COMPLETE (as Dopamine's checkpointer does with its sentinel), so a crash mid-write never leaves a folder
+that looks finished. The newest `keep` complete checkpoints are kept.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from typing import Dict, List, Optional
+
+_NAME = re.compile(r"^ckpt-(\d{12})$")
+COMPLETE_MARKER = "COMPLETE"
+
+
+def checkpoint_root(logdir: str) -> str:
+    return os.path.join(logdir, "checkpoints")
+
+
+def complete_checkpoints(logdir: str) -> List[str]:
+    """Paths of the complete checkpoints under `logdir`, oldest first."""
+    root = checkpoint_root(logdir)
+    if not os.path.isdir(root):
+        return []
+    found = []
+    for name in os.listdir(root):
+        match = _NAME.match(name)
+        if match and os.path.exists(os.path.join(root, name, COMPLETE_MARKER)):
+            found.append((int(match.group(1)), os.path.join(root, name)))
+    return [path for _, path in sorted(found)]
+
+
+def latest_checkpoint(logdir: str) -> Optional[str]:
+    found = complete_checkpoints(logdir)
+    return found[-1] if found else None
+
+
+def save(logdir: str, items: Dict[str, object], counters: dict, config_json: str, keep: int) -> str:
+    """Writes one checkpoint named by counters["env_steps"]; returns its path. Call on rank 0 only."""
+    root = checkpoint_root(logdir)
+    os.makedirs(root, exist_ok=True)
+    final = os.path.join(root, f"ckpt-{int(counters['env_steps']):012d}")
+    temporary = os.path.join(root, f".tmp-{os.path.basename(final)}-{os.getpid()}")
+    shutil.rmtree(temporary, ignore_errors=True)
+    os.makedirs(temporary)
+    import tensorflow as tf
+
+    tf.train.Checkpoint(**items).write(os.path.join(temporary, "state"))
+    _write_text(os.path.join(temporary, "counters.json"), json.dumps(counters, indent=2, sort_keys=True))
+    _write_text(os.path.join(temporary, "config.json"), config_json)
+    if os.path.exists(final):  # a re-run that reached the same step: the new one replaces it
+        shutil.rmtree(final)
+    os.rename(temporary, final)
+    _write_text(os.path.join(final, COMPLETE_MARKER), "")
+    for stale in complete_checkpoints(logdir)[:-keep]:
+        shutil.rmtree(stale, ignore_errors=True)
+    return final
+
+
+def restore(path: str, items: Dict[str, object]) -> dict:
+    """Loads the tracked objects in `items` from checkpoint folder `path`; returns its counters."""
+    import tensorflow as tf
+
+    status = tf.train.Checkpoint(**items).read(os.path.join(path, "state"))
+    status.assert_existing_objects_matched()
+    return read_counters(path)
+
+
+def read_counters(path: str) -> dict:
+    with open(os.path.join(path, "counters.json")) as handle:
+        return json.load(handle)
+
+
+def read_config_json(path: str) -> str:
+    with open(os.path.join(path, "config.json")) as handle:
+        return handle.read()
+
+
+def _write_text(path: str, text: str) -> None:
+    with open(path, "w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())

@@ -1,0 +1,165 @@
+"""The validated training configuration: one frozen object built once from the flags.
+
+Library code receives a `TrainConfig` (or the few values it needs) and never reads flags. `validate`
+checks every value and the relations between them, and raises `ConfigError` whose message names the flag
+and what is allowed, so the entry points can print one clear line instead of a traceback.
+
+Units used throughout:
+- "env steps" are single-environment transitions, summed over all envs of all ranks unless a name says
+  `per_rank`; with N ranks of E envs each, one acting iteration is N * E env steps.
+- "updates" are synchronous gradient steps; every rank takes part in each one.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Optional, Tuple
+
+
+class ConfigError(ValueError):
+    """A setting is invalid. The message starts with the flag, e.g. `--batch_size=-1: must be ...`."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Every setting of a training run. Field names equal the flag names in `hvd_dqn.flags`."""
+
+    # Environment.
+    env_id: str = "CartPole-v1"
+    num_envs: int = 4  # environments per rank, stepped as one vectorised env
+    seed: int = 0  # rank r seeds its envs and RNGs with seed + r
+
+    # Run length and schedule, all in env steps summed over ranks unless noted.
+    total_env_steps: int = 100_000
+    learning_starts: int = 1_000  # transitions in each rank's replay memory before updates begin (per rank)
+    train_frequency: int = 1  # env steps per rank between two updates (per rank)
+    target_update_period: int = 500  # updates between two copies online -> target
+
+    # Exploration (epsilon-greedy), linear from start to end over decay steps (env steps summed over ranks).
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.05
+    epsilon_decay_env_steps: int = 50_000
+
+    # Replay memory.
+    replay_capacity: int = 50_000  # transitions per rank
+    batch_size: int = 64  # transitions per rank per update; the global batch is batch_size * ranks
+
+    # Learning.
+    gamma: float = 0.99
+    learning_rate: float = 1e-3
+    adam_epsilon: float = 1e-7
+    huber_delta: float = 1.0
+    max_grad_norm: float = 10.0  # 0 disables clipping; the global norm of the allreduced gradient
+    double_dqn: bool = True
+    hidden_sizes: Tuple[int, ...] = (256, 256)
+    scale_lr_by_workers: bool = False  # multiply the learning rate by the number of ranks (Goyal et al. 2017)
+    lr_warmup_updates: int = 0  # updates over which the scaled learning rate ramps up linearly
+
+    # Logging, evaluation, checkpoints.
+    logdir: str = "runs/cartpole"
+    log_interval_env_steps: int = 5_000
+    eval_interval_env_steps: int = 10_000  # 0 disables evaluation during training
+    eval_episodes: int = 20  # split over ranks
+    eval_epsilon: float = 0.0
+    stop_at_eval_return: Optional[float] = None  # stop training once evaluation reaches this mean return
+    checkpoint_interval_env_steps: int = 25_000  # 0: only the final checkpoint
+    keep_checkpoints: int = 3
+    resume: bool = False
+
+    # Performance.
+    intra_op_threads: int = 0  # 0: the cores of this host divided by the ranks on it
+    inter_op_threads: int = 1
+    deterministic_ops: bool = False  # tf.config.experimental.enable_op_determinism: slower, repeatable
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "TrainConfig":
+        """Rebuilds a config written by `to_json`, ignoring fields this version does not know."""
+        raw = json.loads(text)
+        known = {field.name for field in dataclasses.fields(cls)}
+        values = {key: value for key, value in raw.items() if key in known}
+        if "hidden_sizes" in values:
+            values["hidden_sizes"] = tuple(values["hidden_sizes"])
+        return cls(**values)
+
+
+def _require(condition: bool, flag: str, value, allowed: str) -> None:
+    if not condition:
+        raise ConfigError(f"--{flag}={value}: {allowed}")
+
+
+def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainConfig:
+    """Raises ConfigError for the first invalid setting; returns the config unchanged otherwise.
+
+    `check_logdir_writable` is true only on the rank that writes (rank 0): it creates the log folder if
+    needed and proves it can write there, so a bad path fails before any training time is spent.
+    """
+    positive_ints = (
+        "num_envs", "total_env_steps", "learning_starts", "train_frequency", "target_update_period",
+        "replay_capacity", "batch_size", "log_interval_env_steps", "eval_episodes", "keep_checkpoints",
+        "inter_op_threads",
+    )
+    for name in positive_ints:
+        value = getattr(config, name)
+        _require(isinstance(value, int) and value > 0, name, value, "must be a positive integer")
+    non_negative_ints = (
+        "epsilon_decay_env_steps", "lr_warmup_updates", "eval_interval_env_steps",
+        "checkpoint_interval_env_steps", "intra_op_threads",
+    )
+    for name in non_negative_ints:
+        value = getattr(config, name)
+        _require(isinstance(value, int) and value >= 0, name, value, "must be an integer >= 0")
+    for name in ("epsilon_start", "epsilon_end", "eval_epsilon"):
+        value = getattr(config, name)
+        _require(0.0 <= value <= 1.0, name, value, "must be a probability in [0, 1]")
+    _require(0.0 <= config.gamma <= 1.0, "gamma", config.gamma, "must be a discount factor in [0, 1]")
+    for name in ("learning_rate", "adam_epsilon", "huber_delta"):
+        value = getattr(config, name)
+        _require(value > 0.0, name, value, "must be a number > 0")
+    _require(config.max_grad_norm >= 0.0, "max_grad_norm", config.max_grad_norm,
+             "must be >= 0 (0 disables gradient clipping)")
+    _require(len(config.hidden_sizes) > 0 and all(size > 0 for size in config.hidden_sizes),
+             "hidden_sizes", ",".join(map(str, config.hidden_sizes)),
+             "must be a comma-separated list of positive layer widths, e.g. 256,256")
+    _require(config.learning_starts <= config.replay_capacity, "learning_starts", config.learning_starts,
+             f"must be <= --replay_capacity={config.replay_capacity} (both count transitions per rank)")
+    _require(config.batch_size <= config.learning_starts, "batch_size", config.batch_size,
+             f"must be <= --learning_starts={config.learning_starts}, so the first minibatch can be drawn")
+    _require(config.seed >= 0, "seed", config.seed, "must be an integer >= 0")
+    _check_env_id(config.env_id)
+    if check_logdir_writable:
+        _check_writable_dir(config.logdir)
+    return config
+
+
+def _check_env_id(env_id: str) -> None:
+    import difflib
+
+    import gymnasium
+
+    registered = sorted(gymnasium.envs.registry.keys())
+    if env_id in registered:
+        return
+    close = difflib.get_close_matches(env_id, registered, n=3)
+    hint = f"did you mean {' or '.join(close)}? " if close else ""
+    raise ConfigError(
+        f"--env_id={env_id}: unknown environment id; {hint}"
+        "list the valid ids with: python -c 'import gymnasium; gymnasium.pprint_registry()'"
+    )
+
+
+def _check_writable_dir(path: str) -> None:
+    if not path:
+        raise ConfigError("--logdir=: must name a folder to write checkpoints and metrics to")
+    try:
+        os.makedirs(path, exist_ok=True)
+        probe = os.path.join(path, f".write_probe_{os.getpid()}")
+        with open(probe, "w") as handle:
+            handle.write("ok")
+        os.remove(probe)
+    except OSError as error:
+        reason = error.strerror or str(error)
+        raise ConfigError(f"--logdir={path}: not a writable folder ({reason})") from None

@@ -1,0 +1,108 @@
+"""Horovod set-up and the few collectives the trainer issues outside the gradient step.
+
+Set-up follows Horovod's TensorFlow 2 examples: initialise, pin one GPU per local rank with memory
+growth, size the CPU thread pools to the cores this rank owns. Every collective here must be called by
+all ranks in the same order, or the job hangs ("tensors submitted by a subset of ranks").
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from typing import Sequence
+
+import numpy as np
+
+# Environment variables in which launchers publish the global rank before Horovod is initialised:
+# horovodrun with Gloo, Open MPI (mpirun and horovodrun with MPI), MPICH/Intel MPI, Slurm's srun.
+_RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+
+
+def launcher_rank() -> int:
+    """This process's global rank as the launcher announced it, or 0 when started without a launcher.
+
+    Used before `hvd.init()` so that only rank 0 prints configuration errors, and so that a rank can exit
+    on a bad flag without first joining (and then blocking) the collective set-up.
+    """
+    for variable in _RANK_VARIABLES:
+        value = os.environ.get(variable)
+        if value is not None and value.isdigit():
+            return int(value)
+    return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class World:
+    """Where this process sits in the job."""
+
+    rank: int
+    size: int
+    local_rank: int
+    local_size: int
+    hostname: str
+    controller: str  # "MPI" or "Gloo"
+
+    @property
+    def is_chief(self) -> bool:
+        """Rank 0 alone writes shared files (checkpoints, metrics, TensorBoard) and prints progress."""
+        return self.rank == 0
+
+
+def init_horovod(intra_op_threads: int = 0, inter_op_threads: int = 1, deterministic_ops: bool = False) -> World:
+    """Initialises Horovod and TensorFlow's devices and threads for this rank; returns the World.
+
+    intra_op_threads=0 gives each rank an equal share of this host's cores, so N ranks on one host do not
+    each start a thread per core and oversubscribe the CPU.
+    """
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    hvd.init()
+    # Horovod: pin one GPU per local rank, with memory growth so ranks do not reserve each other's memory.
+    gpus = tf.config.list_physical_devices("GPU")
+    for gpu in gpus:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    if gpus:
+        tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
+    if intra_op_threads == 0:
+        intra_op_threads = max(1, (os.cpu_count() or 1) // hvd.local_size())
+    tf.config.threading.set_intra_op_parallelism_threads(intra_op_threads)
+    tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads)
+    if deterministic_ops:
+        tf.config.experimental.enable_op_determinism()
+    return World(
+        rank=hvd.rank(),
+        size=hvd.size(),
+        local_rank=hvd.local_rank(),
+        local_size=hvd.local_size(),
+        hostname=socket.gethostname(),
+        controller="MPI" if hvd.mpi_enabled() else "Gloo",
+    )
+
+
+def broadcast_from_chief(variables: Sequence) -> None:
+    """Horovod: overwrite `variables` on every rank with rank 0's values (in place)."""
+    import horovod.tensorflow as hvd
+
+    hvd.broadcast_variables(list(variables), root_rank=0)
+
+
+def sum_over_ranks(values: np.ndarray, name: str) -> np.ndarray:
+    """Element-wise sum of a float64 vector over all ranks (every rank must call this)."""
+    import horovod.tensorflow as hvd
+
+    return hvd.allreduce(np.asarray(values, dtype=np.float64), op=hvd.Sum, name=name).numpy()
+
+
+def gather_from_ranks(values: np.ndarray, name: str) -> np.ndarray:
+    """Concatenates each rank's 1-D float64 vector (lengths may differ) in rank order."""
+    import horovod.tensorflow as hvd
+
+    return hvd.allgather(np.asarray(values, dtype=np.float64).reshape(-1), name=name).numpy()
+
+
+def broadcast_object(value, name: str):
+    """Rank 0's picklable `value`, returned on every rank."""
+    import horovod.tensorflow as hvd
+
+    return hvd.broadcast_object(value, root_rank=0, name=name)

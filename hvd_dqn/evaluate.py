@@ -1,0 +1,117 @@
+"""Plays evaluation episodes with a trained agent:
+
+    python -m hvd_dqn.evaluate --logdir=runs/cartpole --episodes=20 --json=eval.json
+
+Loads the latest complete checkpoint in --logdir (or --checkpoint), rebuilds the network from the config
+stored beside it, plays --episodes episodes (greedy unless --epsilon > 0) and prints and writes
+{"mean_return": ..., "episodes": N, ...}. Runs in one process; Horovod is not needed.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # see hvd_dqn/train.py
+
+from absl import app, flags
+
+PROGRAM = "hvd_dqn.evaluate"
+
+flags.DEFINE_string("logdir", None, "Training log folder whose latest complete checkpoint is evaluated.")
+flags.DEFINE_string("checkpoint", None, "A specific checkpoint folder (.../checkpoints/ckpt-N) instead of the latest.")
+flags.DEFINE_integer("episodes", 20, "Episodes to play, in parallel environments.")
+flags.DEFINE_float("epsilon", 0.0, "Exploration probability while evaluating (0 is greedy).")
+flags.DEFINE_integer("seed", 12345, "Seed of the evaluation environments (distinct from training's by default).")
+flags.DEFINE_string("json", None, "Also write the results to this JSON file.")
+FLAGS = flags.FLAGS
+
+
+class EvaluationError(Exception):
+    pass
+
+
+def evaluate(checkpoint_path: str, episodes: int, epsilon: float, seed: int) -> dict:
+    """Returns the summary of `episodes` episodes played by the checkpoint's online network."""
+    import numpy as np
+    import tensorflow as tf
+
+    from hvd_dqn import checkpoint
+    from hvd_dqn.actor import EpsilonGreedyActor
+    from hvd_dqn.config import TrainConfig
+    from hvd_dqn.envs import make_vector_env, spec_of
+    from hvd_dqn.evaluation import run_episodes
+    from hvd_dqn.networks import build_mlp_q_network
+
+    config = TrainConfig.from_json(checkpoint.read_config_json(checkpoint_path))
+    env = make_vector_env(config.env_id, episodes)
+    spec = spec_of(env)
+    online = build_mlp_q_network(spec.observation_shape, spec.num_actions, config.hidden_sizes, "online")
+    # Only the online network is needed to act; the optimizer and target network in the file are skipped.
+    tf.train.Checkpoint(online=online).read(os.path.join(checkpoint_path, "state")).expect_partial()
+    actor = EpsilonGreedyActor(online, spec.num_actions, np.random.default_rng(seed))
+    results = run_episodes(actor, env, epsilon, seed)
+    env.close()
+    counters = checkpoint.read_counters(checkpoint_path)
+    return dict(results.summary(), env_id=config.env_id, epsilon=epsilon, seed=seed,
+                checkpoint=checkpoint_path, env_steps=counters["env_steps"], updates=counters["updates"],
+                returns=[float(value) for value in results.returns])
+
+
+def resolve_checkpoint(logdir, explicit) -> str:
+    from hvd_dqn import checkpoint
+
+    if explicit:
+        if not os.path.exists(os.path.join(explicit, checkpoint.COMPLETE_MARKER)):
+            raise EvaluationError(f"--checkpoint={explicit}: not a complete checkpoint folder (no COMPLETE marker)")
+        return explicit
+    if not logdir:
+        raise EvaluationError("--logdir: required (or --checkpoint)")
+    if not os.path.isdir(logdir):
+        raise EvaluationError(f"--logdir={logdir}: no such folder")
+    latest = checkpoint.latest_checkpoint(logdir)
+    if latest is None:
+        raise EvaluationError(f"--logdir={logdir}: no complete checkpoint under {checkpoint.checkpoint_root(logdir)}")
+    return latest
+
+
+def main(argv) -> None:
+    if len(argv) > 1:
+        _fail(f"unexpected arguments {' '.join(argv[1:])}")
+    if FLAGS.episodes <= 0:
+        _fail(f"--episodes={FLAGS.episodes}: must be a positive integer")
+    if not 0.0 <= FLAGS.epsilon <= 1.0:
+        _fail(f"--epsilon={FLAGS.epsilon}: must be a probability in [0, 1]")
+    try:
+        path = resolve_checkpoint(FLAGS.logdir, FLAGS.checkpoint)
+        result = evaluate(path, FLAGS.episodes, FLAGS.epsilon, FLAGS.seed)
+    except EvaluationError as error:
+        _fail(str(error))
+    text = json.dumps(result, indent=2)
+    print(text)
+    if FLAGS.json:
+        try:
+            with open(FLAGS.json, "w") as handle:
+                handle.write(text + "\n")
+        except OSError as error:
+            _fail(f"--json={FLAGS.json}: cannot write ({error.strerror})")
+
+
+def _fail(message: str) -> None:
+    print(f"{PROGRAM}: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def _parse_flags(argv):
+    try:
+        return FLAGS(argv)
+    except flags.Error as error:
+        _fail(str(error).replace("ERROR:: ", ""))
+
+
+def run() -> None:
+    app.run(main, flags_parser=_parse_flags)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,90 @@
+"""Command-line flags of `hvd_dqn.train`, defined once, and their conversion into a `TrainConfig`.
+
+Every flag's default comes from `TrainConfig`, so the two cannot drift apart; each help text gives the
+unit. Only the entry points import this module; `config_from_flags` turns the parsed values into the
+validated config the rest of the package receives.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from absl import flags
+
+from hvd_dqn.config import ConfigError, TrainConfig, validate
+
+_DEFAULTS = TrainConfig()
+
+# name -> help text (with units). The flag's type follows the default's type in TrainConfig.
+_HELP = {
+    "env_id": "Gymnasium environment id, e.g. CartPole-v1.",
+    "num_envs": "Environments per rank, stepped together as one vectorised env.",
+    "seed": "Base random seed; rank r seeds its environments and exploration with seed + r.",
+    "total_env_steps": "Length of training in env steps, summed over all envs of all ranks.",
+    "learning_starts": "Transitions each rank's replay memory holds before updates begin (per rank).",
+    "train_frequency": "Env steps per rank between two gradient updates (the replay ratio is "
+                       "batch_size / train_frequency samples per env step, independent of the rank count).",
+    "target_update_period": "Gradient updates between two copies of the online network into the target network.",
+    "epsilon_start": "Exploration probability at the first env step.",
+    "epsilon_end": "Exploration probability after the decay.",
+    "epsilon_decay_env_steps": "Env steps (summed over ranks) over which epsilon falls linearly from start to end.",
+    "replay_capacity": "Transitions each rank's replay memory holds (per rank); the oldest are overwritten.",
+    "batch_size": "Transitions per rank per update; the effective batch is batch_size x ranks.",
+    "gamma": "Discount factor per env step.",
+    "learning_rate": "Adam learning rate (per update, before any scaling by the number of ranks).",
+    "adam_epsilon": "Adam's epsilon (numerical stabiliser).",
+    "huber_delta": "Huber loss threshold on the TD error, in return units.",
+    "max_grad_norm": "Clip the global norm of the averaged gradient to this value; 0 disables clipping.",
+    "double_dqn": "Use double-DQN targets (van Hasselt et al. 2016): the online network picks a', "
+                  "the target network values it.",
+    "hidden_sizes": "Widths of the Q-network's hidden layers, comma-separated.",
+    "scale_lr_by_workers": "Multiply the learning rate by the number of ranks (the effective batch grows "
+                           "with them; Goyal et al. 2017).",
+    "lr_warmup_updates": "Updates over which a scaled learning rate ramps up linearly from the base value; 0: none.",
+    "logdir": "Folder for checkpoints, metrics.csv, TensorBoard events and config.json (written by rank 0).",
+    "log_interval_env_steps": "Env steps (summed over ranks) between two progress lines / metrics rows.",
+    "eval_interval_env_steps": "Env steps (summed over ranks) between greedy evaluations during training; 0: never.",
+    "eval_episodes": "Episodes per evaluation, split over the ranks.",
+    "eval_epsilon": "Exploration probability during evaluation (0 is greedy).",
+    "stop_at_eval_return": "Stop training (and checkpoint) once an evaluation's mean return reaches this value.",
+    "checkpoint_interval_env_steps": "Env steps (summed over ranks) between two checkpoints; 0: only at the end.",
+    "keep_checkpoints": "Most recent checkpoints to keep.",
+    "resume": "Continue from the latest checkpoint in --logdir (error if there is none).",
+    "intra_op_threads": "TensorFlow threads inside one op; 0: this host's cores divided by the ranks on it.",
+    "inter_op_threads": "TensorFlow ops run in parallel.",
+    "deterministic_ops": "Make TensorFlow ops deterministic (repeatable runs at some cost in speed).",
+}
+
+
+def define_flags() -> None:
+    """Defines one absl flag per TrainConfig field. Safe to call more than once."""
+    for field in dataclasses.fields(TrainConfig):
+        if field.name in flags.FLAGS:
+            continue
+        default = getattr(_DEFAULTS, field.name)
+        help_text = _HELP[field.name]
+        if isinstance(default, bool):
+            flags.DEFINE_bool(field.name, default, help_text)
+        elif isinstance(default, int):
+            flags.DEFINE_integer(field.name, default, help_text)
+        elif isinstance(default, float) or field.name == "stop_at_eval_return":
+            flags.DEFINE_float(field.name, default, help_text)
+        elif isinstance(default, tuple):
+            flags.DEFINE_list(field.name, [str(size) for size in default], help_text)
+        else:
+            flags.DEFINE_string(field.name, default, help_text)
+
+
+def config_from_flags(flag_values=flags.FLAGS, check_logdir_writable: bool = True) -> TrainConfig:
+    """Builds and validates the config from parsed flags; raises ConfigError naming the bad flag."""
+    values = {}
+    for field in dataclasses.fields(TrainConfig):
+        value = flag_values[field.name].value
+        if field.name == "hidden_sizes":
+            try:
+                value = tuple(int(size) for size in value)
+            except ValueError:
+                raise ConfigError(
+                    f"--hidden_sizes={','.join(value)}: must be a comma-separated list of positive "
+                    "layer widths, e.g. 256,256") from None
+        values[field.name] = value
+    return validate(TrainConfig(**values), check_logdir_writable=check_logdir_writable)

@@ -1,0 +1,122 @@
+"""The DQN learner: online and target Q-networks, the TD loss and the synchronous data-parallel update.
+
+Every rank computes the loss on its own minibatch; `hvd.DistributedOptimizer` averages the gradients over
+ranks with ring-allreduce inside `minimize(loss, var_list, tape=tape)`, so every rank applies the same
+update and the replicas stay identical. The gradient must be computed through that call: computing it
+with the tape and calling `apply_gradients` directly skips the allreduce in Horovod 0.28 with Keras 2.11+,
+and each rank would silently train alone (see ../shared/TOOLCHAIN.md and tests/test_distributed.py).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+
+from hvd_dqn.replay import Batch
+
+
+def td_targets(reward_t, discount_t, gamma: float, q_target_t, q_online_t=None):
+    """One-step Q-learning targets r_t + gamma * discount_t * Q_target(s_t, a*), shape (B,).
+
+    a* = argmax_a Q_target(s_t, a) (Mnih et al. 2015), or argmax_a Q_online(s_t, a) when `q_online_t` is
+    given: double DQN (van Hasselt et al. 2016), which decouples choosing a* from valuing it and so removes
+    most of Q-learning's overestimation. discount_t is 0 after a termination, so only r_t remains; after a
+    truncation it is 1 and the target bootstraps.
+    """
+    selector = q_target_t if q_online_t is None else q_online_t
+    best_action = tf.argmax(selector, axis=-1, output_type=tf.int32)
+    bootstrap = tf.gather(q_target_t, best_action, axis=-1, batch_dims=1)
+    return reward_t + gamma * discount_t * bootstrap
+
+
+def huber(x, delta: float):
+    """Huber loss, elementwise: quadratic within |x| <= delta, linear beyond (Mnih et al. 2015 clip the TD error)."""
+    abs_x = tf.abs(x)
+    quadratic = tf.minimum(abs_x, delta)
+    return 0.5 * quadratic**2 + delta * (abs_x - quadratic)
+
+
+class DQNLearner:
+    """Owns the online network, the target network and the (distributed) optimizer.
+
+    `update(batch)` performs one synchronous gradient step on all ranks and returns scalar metrics;
+    `sync_target()` copies the online weights into the target network. The learner's whole state
+    (`checkpoint_items`) is what a checkpoint stores.
+    """
+
+    def __init__(self, online: tf.keras.Model, target: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer,
+                 gamma: float, double_dqn: bool, huber_delta: float = 1.0):
+        self.online = online
+        self.target = target
+        self.optimizer = optimizer
+        self.gamma = float(gamma)
+        self.double_dqn = bool(double_dqn)
+        self.huber_delta = float(huber_delta)
+        self.num_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="num_updates")
+        # Create the optimizer's slot variables now, so they exist to be broadcast and checkpointed before
+        # the first update.
+        self.optimizer.build(self.online.trainable_variables)
+        self.sync_target()
+
+    @property
+    def synchronized_variables(self) -> List[tf.Variable]:
+        """Everything that must be equal on all ranks, in a fixed order (for the broadcast from rank 0)."""
+        return list(self.online.variables) + list(self.target.variables) + list(self.optimizer.variables)
+
+    def checkpoint_items(self) -> Dict[str, object]:
+        return {"online": self.online, "target": self.target, "optimizer": self.optimizer,
+                "num_updates": self.num_updates}
+
+    def update(self, batch: Batch) -> Dict[str, float]:
+        metrics = self._update(batch.observation_tm1, batch.action_tm1, batch.reward_t, batch.discount_t,
+                               batch.observation_t)
+        return {name: float(value) for name, value in metrics.items()}
+
+    @tf.function
+    def _update(self, observation_tm1, action_tm1, reward_t, discount_t, observation_t):
+        q_target_t = self.target(observation_t, training=False)
+        q_online_t = self.online(observation_t, training=False) if self.double_dqn else None
+        target_tm1 = tf.stop_gradient(td_targets(reward_t, discount_t, self.gamma, q_target_t, q_online_t))
+        with tf.GradientTape() as tape:
+            q_tm1 = self.online(observation_tm1, training=True)
+            q_tm1_taken = tf.gather(q_tm1, action_tm1, axis=-1, batch_dims=1)
+            td_error = target_tm1 - q_tm1_taken
+            loss = tf.reduce_mean(huber(td_error, self.huber_delta))
+        # Horovod: `minimize(..., tape=)` is the path on which DistributedOptimizer allreduces the gradients.
+        self.optimizer.minimize(loss, self.online.trainable_variables, tape=tape)
+        self.num_updates.assign_add(1)
+        return {"td_loss": loss, "q_mean": tf.reduce_mean(q_tm1_taken)}
+
+    @tf.function
+    def sync_target(self) -> None:
+        for target_variable, online_variable in zip(self.target.variables, self.online.variables):
+            target_variable.assign(online_variable)
+
+
+def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: float, world_size: int,
+                   scale_lr_by_workers: bool, lr_warmup_updates: int, distributed: bool = True):
+    """Adam, wrapped in Horovod's DistributedOptimizer (unless distributed=False, for comparisons).
+
+    `max_grad_norm` clips the global norm of the gradient after it has been averaged over ranks (Keras
+    clips in apply_gradients, which runs after DistributedOptimizer's allreduce), so all ranks clip alike.
+    """
+    from hvd_dqn.schedules import WarmupToScaledLearningRate
+
+    rate = learning_rate
+    if scale_lr_by_workers and world_size > 1:
+        rate = WarmupToScaledLearningRate(learning_rate, world_size, lr_warmup_updates)
+    optimizer = tf.keras.optimizers.Adam(learning_rate=rate, epsilon=adam_epsilon,
+                                         global_clipnorm=max_grad_norm or None)
+    if not distributed:
+        return optimizer
+    import horovod.tensorflow.keras as hvd_keras
+
+    return hvd_keras.DistributedOptimizer(optimizer)
+
+
+def current_learning_rate(optimizer) -> float:
+    rate = optimizer.learning_rate
+    if isinstance(rate, tf.keras.optimizers.schedules.LearningRateSchedule):
+        return float(rate(optimizer.iterations))
+    return float(tf.keras.backend.get_value(rate))

@@ -1,0 +1,139 @@
+"""Training metrics: accumulated on every rank, summed over ranks at each log point, written by rank 0.
+
+Rank 0 writes each row three ways: a progress line on the console, TensorBoard scalars under namespaced
+tags (`charts/...`, `losses/...`, as CleanRL names them) and a row of <logdir>/metrics.csv. On resume the
+CSV is appended to, not replaced.
+"""
+from __future__ import annotations
+
+import csv
+import datetime
+import math
+import os
+import time
+from typing import Dict, Optional
+
+import numpy as np
+from absl import logging
+
+from hvd_dqn import distributed
+
+CSV_COLUMNS = (
+    "env_steps", "updates", "episodes", "episode_return_mean", "episode_length_mean", "episodes_in_window",
+    "td_loss", "q_mean", "epsilon", "learning_rate", "env_steps_per_second", "eval_return_mean",
+    "wall_time_s",
+)
+
+# CSV column -> TensorBoard tag.
+TENSORBOARD_TAGS = {
+    "episode_return_mean": "charts/episode_return",
+    "episode_length_mean": "charts/episode_length",
+    "env_steps_per_second": "charts/env_steps_per_second",
+    "epsilon": "charts/epsilon",
+    "learning_rate": "charts/learning_rate",
+    "eval_return_mean": "charts/eval_return",
+    "td_loss": "losses/td_loss",
+    "q_mean": "losses/q_values",
+}
+
+
+class RankMetrics:
+    """This rank's sums since the last log point; `reduce` sums them over all ranks and clears them."""
+
+    def __init__(self):
+        self._clear()
+
+    def _clear(self):
+        self.return_sum = self.length_sum = self.episodes = 0.0
+        self.loss_sum = self.q_sum = self.updates = 0.0
+
+    def record_episodes(self, returns: np.ndarray, lengths: np.ndarray) -> None:
+        self.return_sum += float(np.sum(returns))
+        self.length_sum += float(np.sum(lengths))
+        self.episodes += len(returns)
+
+    def record_update(self, metrics: Dict[str, float]) -> None:
+        self.loss_sum += metrics["td_loss"]
+        self.q_sum += metrics["q_mean"]
+        self.updates += 1
+
+    def reduce(self) -> Dict[str, float]:
+        """Collective: every rank must call it at the same point. Returns the means over all ranks."""
+        totals = distributed.sum_over_ranks(
+            np.array([self.return_sum, self.length_sum, self.episodes, self.loss_sum, self.q_sum, self.updates]),
+            name="metrics_window")
+        return_sum, length_sum, episodes, loss_sum, q_sum, updates = totals
+        self._clear()
+        return {
+            "episode_return_mean": return_sum / episodes if episodes else math.nan,
+            "episode_length_mean": length_sum / episodes if episodes else math.nan,
+            "episodes_in_window": int(episodes),
+            "td_loss": loss_sum / updates if updates else math.nan,
+            "q_mean": q_sum / updates if updates else math.nan,
+        }
+
+
+class MetricsWriter:
+    """Rank 0's console, TensorBoard and CSV output."""
+
+    def __init__(self, logdir: str, total_env_steps: int, start_env_steps: int):
+        import tensorflow as tf
+
+        self._total_env_steps = total_env_steps
+        self._last_env_steps = start_env_steps
+        self._last_time = self._start_time = time.monotonic()
+        self._tensorboard = tf.summary.create_file_writer(logdir)
+        path = os.path.join(logdir, "metrics.csv")
+        append = os.path.exists(path) and os.path.getsize(path) > 0
+        self._csv_file = open(path, "a" if append else "w", newline="")
+        self._csv = csv.DictWriter(self._csv_file, fieldnames=CSV_COLUMNS, restval="")
+        if not append:
+            self._csv.writeheader()
+
+    def write(self, row: Dict[str, float], eval_return_mean: Optional[float] = None) -> None:
+        """Completes `row` with throughput and wall time, then prints, logs to TensorBoard and appends to CSV."""
+        import tensorflow as tf
+
+        now = time.monotonic()
+        env_steps = row["env_steps"]
+        steps_per_second = (env_steps - self._last_env_steps) / max(now - self._last_time, 1e-9)
+        self._last_env_steps, self._last_time = env_steps, now
+        row = dict(row, env_steps_per_second=steps_per_second, wall_time_s=now - self._start_time)
+        if eval_return_mean is not None:
+            row["eval_return_mean"] = eval_return_mean
+        self._csv.writerow({key: _format(value) for key, value in row.items() if key in CSV_COLUMNS})
+        self._csv_file.flush()
+        with self._tensorboard.as_default(step=int(env_steps)):
+            for column, tag in TENSORBOARD_TAGS.items():
+                value = row.get(column)
+                if value is not None and not (isinstance(value, float) and math.isnan(value)):
+                    tf.summary.scalar(tag, value)
+        self._tensorboard.flush()
+        logging.info(self._progress_line(row, steps_per_second))
+
+    def _progress_line(self, row, steps_per_second) -> str:
+        env_steps = row["env_steps"]
+        remaining = max(self._total_env_steps - env_steps, 0)
+        eta = datetime.timedelta(seconds=round(remaining / steps_per_second)) if steps_per_second > 0 else "?"
+        parts = [
+            f"env steps {env_steps:,}/{self._total_env_steps:,} ({100.0 * env_steps / self._total_env_steps:.0f}%)",
+            f"{steps_per_second:,.0f} steps/s",
+            f"ETA {eta}",
+            f"return {row['episode_return_mean']:.1f} over {row['episodes_in_window']} episodes",
+            f"td loss {row['td_loss']:.4f}",
+            f"eps {row['epsilon']:.3f}",
+            f"updates {row['updates']:,}",
+        ]
+        if "eval_return_mean" in row:
+            parts.append(f"eval return {row['eval_return_mean']:.1f}")
+        return " | ".join(parts)
+
+    def close(self) -> None:
+        self._csv_file.close()
+        self._tensorboard.close()
+
+
+def _format(value):
+    if isinstance(value, float):
+        return "" if math.isnan(value) else f"{value:.6g}"
+    return value

@@ -1,0 +1,53 @@
+"""Schedules of a value against a step counter (epsilon against env steps, learning rate against updates)."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+
+@dataclasses.dataclass(frozen=True)
+class LinearSchedule:
+    """Goes linearly from `start` at step 0 to `end` at step `duration`, then stays at `end`.
+
+    With duration 0 the value is `end` from the first step. Used for epsilon as in Mnih et al. (2015),
+    who anneal it from 1.0 to 0.1 over the first million frames.
+    """
+
+    start: float
+    end: float
+    duration: int
+
+    def __call__(self, step) -> float:
+        if self.duration <= 0:
+            return float(self.end)
+        fraction = np.clip(step / self.duration, 0.0, 1.0)
+        return float(self.start + fraction * (self.end - self.start))
+
+
+# Registered so Horovod can rebuild the optimizer from its config (DistributedOptimizer uses from_config).
+@tf.keras.utils.register_keras_serializable(package="hvd_dqn")
+class WarmupToScaledLearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):
+    """Learning rate `base * scale`, reached linearly from `base` over `warmup_updates` updates.
+
+    With data parallelism the effective batch grows with the number of ranks; Goyal et al. (2017) scale the
+    learning rate with it and warm up gradually so early updates do not diverge. Horovod's Keras examples
+    do the same with `LearningRateWarmupCallback`; this is the custom-loop equivalent.
+    """
+
+    def __init__(self, base: float, scale: float, warmup_updates: int):
+        super().__init__()
+        self.base = float(base)
+        self.scale = float(scale)
+        self.warmup_updates = int(warmup_updates)
+
+    def __call__(self, step):
+        target = self.base * self.scale
+        if self.warmup_updates <= 0:
+            return tf.constant(target, tf.float32)
+        fraction = tf.minimum(tf.cast(step, tf.float32) / float(self.warmup_updates), 1.0)
+        return self.base + fraction * (target - self.base)
+
+    def get_config(self):
+        return {"base": self.base, "scale": self.scale, "warmup_updates": self.warmup_updates}

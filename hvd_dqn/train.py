@@ -1,0 +1,279 @@
+"""Data-parallel DQN training: `horovodrun -np N python -m hvd_dqn.train --flagfile=configs/cartpole.flags`.
+
+Every rank owns a vectorised environment, a replay memory and a replica of the Q-network. Each iteration
+a rank steps its envs once, stores the transitions, and takes its share of synchronous updates, in which
+Horovod averages the gradients of all ranks' minibatches. Rank 0 broadcasts the initial state, and alone
+writes checkpoints, metrics and TensorBoard events.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import time
+
+# TensorFlow 2.15 prints C++ start-up chatter, and harmless "Unable to register cuDNN factory" errors,
+# once per rank; set TF_CPP_MIN_LOG_LEVEL=0 to see them.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np
+from absl import app, flags, logging
+
+from hvd_dqn import checkpoint, distributed
+from hvd_dqn.config import ConfigError, TrainConfig
+from hvd_dqn.flags import config_from_flags, define_flags
+
+define_flags()
+PROGRAM = "hvd_dqn.train"
+
+
+@dataclasses.dataclass
+class Counters:
+    """Progress of the whole job; identical on every rank."""
+
+    env_steps: int = 0  # summed over ranks
+    episodes: int = 0  # summed over ranks
+    updates: int = 0
+
+
+class Trainer:
+    """One rank's part of a training run. `run()` is the loop; the other methods are its phases."""
+
+    def __init__(self, config: TrainConfig):
+        import tensorflow as tf
+
+        from hvd_dqn.actor import EpsilonGreedyActor
+        from hvd_dqn.envs import make_vector_env, spec_of
+        from hvd_dqn.learner import DQNLearner, make_optimizer
+        from hvd_dqn.networks import build_mlp_q_network
+        from hvd_dqn.replay import ReplayMemory
+        from hvd_dqn.schedules import LinearSchedule
+
+        self.config = config
+        self.world = distributed.init_horovod(config.intra_op_threads, config.inter_op_threads,
+                                              config.deterministic_ops)
+        rank_seed = config.seed + self.world.rank
+        # Seeds Python, NumPy and TensorFlow: Keras 2.15 draws unseeded initializers from Python's `random`.
+        tf.keras.utils.set_random_seed(rank_seed)  # only rank 0's initial weights survive the broadcast
+        self.rng = np.random.default_rng(rank_seed)
+
+        self.env = make_vector_env(config.env_id, config.num_envs)
+        spec = spec_of(self.env)
+        online = build_mlp_q_network(spec.observation_shape, spec.num_actions, config.hidden_sizes, "online")
+        target = build_mlp_q_network(spec.observation_shape, spec.num_actions, config.hidden_sizes, "target")
+        optimizer = make_optimizer(config.learning_rate, config.adam_epsilon, config.max_grad_norm,
+                                   self.world.size, config.scale_lr_by_workers, config.lr_warmup_updates)
+        self.learner = DQNLearner(online, target, optimizer, config.gamma, config.double_dqn, config.huber_delta)
+        self.replay = ReplayMemory(config.replay_capacity, spec.observation_shape, np.float32)
+        self.actor = EpsilonGreedyActor(online, spec.num_actions, self.rng)
+        self.epsilon = LinearSchedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_env_steps)
+        self.eval_env = self._make_eval_env()
+        self.counters = Counters()
+        self.unreported_episodes = 0  # episodes this rank finished since the counters were last summed
+        self.last_checkpoint_env_steps = None
+
+    # --- set-up ----------------------------------------------------------------------------------------
+    def _make_eval_env(self):
+        from hvd_dqn.envs import make_vector_env
+
+        # Evaluation episodes are split over ranks; rank r plays its share in parallel envs.
+        share = self.config.eval_episodes // self.world.size
+        share += int(self.world.rank < self.config.eval_episodes % self.world.size)
+        return make_vector_env(self.config.env_id, share) if share and self.config.eval_interval_env_steps else None
+
+    def restore_or_broadcast(self) -> None:
+        """Rank 0 loads the latest checkpoint when resuming; then everything it holds is broadcast."""
+        resume_from = None
+        if self.config.resume and self.world.is_chief:
+            resume_from = checkpoint.latest_checkpoint(self.config.logdir)
+        resume_from = distributed.broadcast_object(resume_from if self.config.resume else None, "resume_path")
+        if self.config.resume and resume_from is None:
+            raise ConfigError(f"--resume: no complete checkpoint under {checkpoint.checkpoint_root(self.config.logdir)}")
+        counters = None
+        if resume_from is not None and self.world.is_chief:
+            counters = checkpoint.restore(resume_from, self.learner.checkpoint_items())
+        counters = distributed.broadcast_object(counters, "resume_counters")
+        # Horovod: every rank starts from rank 0's weights, target weights and optimizer state.
+        distributed.broadcast_from_chief(self.learner.synchronized_variables)
+        if counters is not None:
+            self.counters = Counters(**{key: int(counters[key]) for key in ("env_steps", "episodes", "updates")})
+            self.last_checkpoint_env_steps = self.counters.env_steps
+            if self.world.is_chief:
+                logging.info("resumed from %s at %s env steps, %s updates; refilling replay memory with %s "
+                             "transitions per rank before updating again", resume_from,
+                             f"{self.counters.env_steps:,}", f"{self.counters.updates:,}",
+                             f"{self.config.learning_starts:,}")
+
+    def log_start(self) -> None:
+        import horovod.tensorflow as hvd
+
+        world = self.world
+        logging.info("world: %d ranks (%d on this host %s), controller %s; built with MPI=%s Gloo=%s",
+                     world.size, world.local_size, world.hostname, world.controller, hvd.mpi_built(),
+                     hvd.gloo_built())
+        logging.info("replay memory: %s transitions per rank, %d bytes per transition",
+                     f"{self.config.replay_capacity:,}", self.replay.bytes_per_transition)
+        logging.info("settings:\n%s", self.config.to_json())
+        with open(os.path.join(self.config.logdir, "config.json"), "w") as handle:
+            handle.write(self.config.to_json())
+
+    # --- the loop ----------------------------------------------------------------------------------------
+    def run(self) -> Counters:
+        from hvd_dqn.envs import env_seeds
+        from hvd_dqn.metrics import MetricsWriter, RankMetrics
+
+        config, world = self.config, self.world
+        self.restore_or_broadcast()
+        writer = None
+        if world.is_chief:
+            self.log_start()
+            writer = MetricsWriter(config.logdir, config.total_env_steps, self.counters.env_steps)
+        rank_metrics = RankMetrics()
+        observation, _ = self.env.reset(seed=env_seeds(config.seed + world.rank, config.num_envs))
+        episode_return = np.zeros(config.num_envs)
+        episode_length = np.zeros(config.num_envs, dtype=np.int64)
+        steps_per_iteration = config.num_envs * world.size
+        update_credit = 0  # env steps of this rank not yet paid for with updates
+        stop = False
+        while self.counters.env_steps < config.total_env_steps and not stop:
+            previous_env_steps = self.counters.env_steps
+            epsilon = self.epsilon(previous_env_steps)
+
+            # Act and store.
+            observation, finished = self._act_and_store(observation, epsilon)
+            episode_return += finished.rewards
+            episode_length += 1
+            if finished.done.any():
+                rank_metrics.record_episodes(episode_return[finished.done], episode_length[finished.done])
+                self.unreported_episodes += int(finished.done.sum())
+                episode_return[finished.done] = 0.0
+                episode_length[finished.done] = 0
+            self.counters.env_steps += steps_per_iteration
+
+            # Learn: train_frequency env steps of this rank buy one update (identical on all ranks).
+            if len(self.replay) >= config.learning_starts:
+                update_credit += config.num_envs
+                while update_credit >= config.train_frequency:
+                    update_credit -= config.train_frequency
+                    rank_metrics.record_update(self.learner.update(self.replay.sample(config.batch_size, self.rng)))
+                    self.counters.updates += 1
+                    if self.counters.updates % config.target_update_period == 0:
+                        self.learner.sync_target()
+
+            # Periodic phases; every rank reaches the same ones, since the counters are identical.
+            def crossed(interval):
+                return interval and self.counters.env_steps // interval > previous_env_steps // interval
+
+            eval_return = None
+            if crossed(config.eval_interval_env_steps):
+                eval_return = self.evaluate_during_training()
+                if config.stop_at_eval_return is not None and eval_return >= config.stop_at_eval_return:
+                    stop = True
+            if crossed(config.log_interval_env_steps) or eval_return is not None:
+                self._log(rank_metrics, writer, epsilon, eval_return)
+            if crossed(config.checkpoint_interval_env_steps) or stop:
+                self._checkpoint()
+        if stop and world.is_chief:
+            logging.info("evaluation reached --stop_at_eval_return=%s at %s env steps; stopping",
+                         config.stop_at_eval_return, f"{self.counters.env_steps:,}")
+        if self.last_checkpoint_env_steps != self.counters.env_steps:
+            self._checkpoint()
+        if writer:
+            writer.close()
+        self.env.close()
+        return self.counters
+
+    # --- phases --------------------------------------------------------------------------------------------
+    def _act_and_store(self, observation, epsilon):
+        from hvd_dqn.envs import true_next_observations
+
+        action = self.actor.select_actions(observation, epsilon)
+        next_observation, reward, terminated, truncated, info = self.env.step(action)
+        done = terminated | truncated
+        # Bootstrap after truncations (discount 1), not after terminations (discount 0).
+        self.replay.add(observation, action, reward, 1.0 - terminated.astype(np.float32),
+                        true_next_observations(next_observation, done, info))
+        return next_observation, _Finished(rewards=reward, done=done)
+
+    def evaluate_during_training(self) -> float:
+        """Collective: greedy episodes split over ranks; returns the mean return over all of them."""
+        from hvd_dqn.evaluation import run_episodes
+
+        returns = np.zeros(0)
+        if self.eval_env is not None:
+            # Fixed evaluation seeds, distinct from the training envs', so evaluations compare like with like.
+            seed = self.config.seed + self.world.rank + 1_000_000
+            returns = run_episodes(self.actor, self.eval_env, self.config.eval_epsilon, seed).returns
+        all_returns = distributed.gather_from_ranks(returns, "eval_returns")
+        return float(np.mean(all_returns))
+
+    def _log(self, rank_metrics, writer, epsilon, eval_return) -> None:
+        from hvd_dqn.learner import current_learning_rate
+
+        window = rank_metrics.reduce()
+        self._sum_episode_counts()
+        if writer is None:
+            return
+        row = dict(window, env_steps=self.counters.env_steps, updates=self.counters.updates,
+                   episodes=self.counters.episodes, epsilon=epsilon,
+                   learning_rate=current_learning_rate(self.learner.optimizer))
+        writer.write(row, eval_return_mean=eval_return)
+
+    def _sum_episode_counts(self) -> None:
+        """Collective: adds every rank's newly finished episodes to the job's episode counter."""
+        new = distributed.sum_over_ranks(np.array([self.unreported_episodes]), "episodes")[0]
+        self.counters.episodes += int(new)
+        self.unreported_episodes = 0
+
+    def _checkpoint(self) -> None:
+        """Collective (episode counts are summed over ranks); rank 0 writes."""
+        self._sum_episode_counts()
+        if self.world.is_chief:
+            counters = dict(dataclasses.asdict(self.counters), world_size=self.world.size,
+                            time=time.time())
+            path = checkpoint.save(self.config.logdir, self.learner.checkpoint_items(), counters,
+                                   self.config.to_json(), self.config.keep_checkpoints)
+            logging.info("checkpoint written: %s", path)
+        self.last_checkpoint_env_steps = self.counters.env_steps
+
+
+@dataclasses.dataclass
+class _Finished:
+    rewards: np.ndarray
+    done: np.ndarray
+
+
+def fail(message: str) -> None:
+    """Ends this rank with exit code 2; rank 0 alone prints the one-line reason."""
+    if distributed.launcher_rank() == 0:
+        print(f"{PROGRAM}: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def parse_flags(argv):
+    try:
+        return flags.FLAGS(argv)
+    except flags.Error as error:
+        fail(str(error).replace("ERROR:: ", ""))
+
+
+def main(argv) -> None:
+    if len(argv) > 1:
+        fail(f"unexpected arguments {' '.join(argv[1:])}; every setting is a --flag (see --helpfull)")
+    rank = distributed.launcher_rank()
+    if rank != 0:
+        logging.set_verbosity(logging.WARNING)
+    try:
+        config = config_from_flags(check_logdir_writable=rank == 0)
+        Trainer(config).run()
+    except ConfigError as error:
+        fail(str(error))
+
+
+def run() -> None:
+    """Console-script entry point."""
+    app.run(main, flags_parser=parse_flags)
+
+
+if __name__ == "__main__":
+    run()

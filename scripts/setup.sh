@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Sets up everything hvd_dqn needs on a bare Debian machine, idempotently:
+#   1. Debian packages Horovod builds against (Open MPI with headers; a C++ toolchain and cmake),
+#   2. a virtual environment in <repo>/.venv,
+#   3. the pinned TensorFlow, then Horovod compiled against it with TensorFlow, MPI and Gloo,
+#   4. hvd_dqn itself (`pip install -e .`),
+# and fails loudly unless `horovodrun --check-build` shows TensorFlow, MPI and Gloo.
+# A second run on a set-up machine only compares a stamp and takes a second or two.
+#
+# Environment: PYTHON (default: the first of python3.11, python3.10, python3 that is 3.10 or 3.11).
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$repo/.venv"
+stamp="$venv/.hvd_dqn_setup_stamp"
+cd "$repo"
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
+
+# What the stamp certifies: the pins, the package metadata and this script. Editing any of them re-runs set-up.
+wanted_stamp="$(cat constraints.txt setup.py scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$wanted_stamp" && -x "$venv/bin/horovodrun" ]]; then
+  log "already set up ($venv); delete $stamp to force a rebuild"
+  exit 0
+fi
+
+# --- 1. Debian packages --------------------------------------------------------------------------------
+need_debs=()
+command -v mpirun >/dev/null 2>&1 || need_debs+=(openmpi-bin)
+[[ -e /usr/include/x86_64-linux-gnu/openmpi || -n "$(ls /usr/lib/*/openmpi/include/mpi.h 2>/dev/null || true)" ]] \
+  || need_debs+=(libopenmpi-dev)
+command -v cmake >/dev/null 2>&1 || need_debs+=(cmake)
+command -v g++ >/dev/null 2>&1 || need_debs+=(g++)
+command -v make >/dev/null 2>&1 || need_debs+=(make)
+# The test that proves rank 0 is the only writer traces file system calls with strace.
+command -v strace >/dev/null 2>&1 || need_debs+=(strace)
+if ((${#need_debs[@]})); then
+  log "installing Debian packages: ${need_debs[*]}"
+  sudo_cmd=()
+  [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${need_debs[@]}" \
+    >"${TMPDIR:-/tmp}/hvd_dqn_apt.log" 2>&1 \
+    || die "apt-get could not install ${need_debs[*]}; see ${TMPDIR:-/tmp}/hvd_dqn_apt.log"
+fi
+
+# --- 2. The virtual environment ------------------------------------------------------------------------
+pick_python() {
+  local candidate
+  for candidate in "${PYTHON:-}" python3.11 python3.10 python3; do
+    [[ -n "$candidate" ]] && command -v "$candidate" >/dev/null 2>&1 || continue
+    if "$candidate" -c 'import sys; sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 11) else 1)'; then
+      echo "$candidate"; return 0
+    fi
+  done
+  return 1
+}
+if [[ ! -x "$venv/bin/python" ]]; then
+  python="$(pick_python)" || die "need Python 3.10 or 3.11 (TensorFlow 2.15 supports up to 3.11; gymnasium 1.4 needs 3.10+); set PYTHON=/path/to/python3.11"
+  log "creating $venv with $("$python" --version)"
+  if ! "$python" -m venv "$venv" 2>/dev/null; then
+    log "python venv module missing; installing python3-venv"
+    sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
+    "${sudo_cmd[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq python3-venv
+    rm -rf "$venv"; "$python" -m venv "$venv"
+  fi
+fi
+pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+"${pip[@]}" install --upgrade "pip>=23" wheel "setuptools<70"
+
+# --- 3. TensorFlow, then Horovod built against it -------------------------------------------------------
+log "installing pinned TensorFlow and Horovod's build requirements"
+"${pip[@]}" install -c constraints.txt tensorflow numpy cloudpickle psutil pyyaml packaging cffi
+
+if ! "$venv/bin/python" -c 'import horovod.tensorflow' >/dev/null 2>&1 \
+   || ! "$venv/bin/horovodrun" --check-build 2>/dev/null | grep -q '\[X\] TensorFlow'; then
+  log "building Horovod with TensorFlow, MPI and Gloo (about 4 minutes on 2 cores; pip caches the wheel)"
+  "${pip[@]}" uninstall -y horovod >/dev/null 2>&1 || true
+  # --no-build-isolation: the build must see the TensorFlow installed above, or it silently builds no
+  # framework support. Never use the horovod[tensorflow] extra: it pulls an unpinned, newer TensorFlow.
+  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
+  HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(nproc)" \
+    "${pip[@]}" install --no-build-isolation -c constraints.txt horovod
+fi
+
+# --- 4. hvd_dqn itself -----------------------------------------------------------------------------------
+log "installing hvd_dqn (editable) and its test requirements"
+"${pip[@]}" install -c constraints.txt -e . pytest
+
+# --- Verify ------------------------------------------------------------------------------------------------
+build="$("$venv/bin/horovodrun" --check-build 2>&1)" || die "horovodrun --check-build failed:\n$build"
+for want in TensorFlow MPI Gloo; do
+  grep -q "\[X\] $want" <<<"$build" || die "Horovod was built without $want support. --check-build says:
+$build"
+done
+"$venv/bin/python" -c 'import hvd_dqn, tensorflow, horovod.tensorflow.keras, gymnasium, ale_py' \
+  || die "the installed packages do not import"
+echo "$wanted_stamp" >"$stamp"
+log "done: Horovod $("$venv/bin/python" -c 'import horovod; print(horovod.__version__)') with TensorFlow, MPI and Gloo in $venv"

@@ -1,0 +1,40 @@
+"""hvd_dqn: data-parallel Deep Q-Networks with Horovod and TensorFlow-Keras.
+
+The exact versions live in constraints.txt; this file names which of them the package needs at run time.
+Horovod must be compiled against the installed TensorFlow, so install through scripts/setup.sh, which
+builds it first (see README.md).
+"""
+import pathlib
+
+from setuptools import find_packages, setup
+
+RUNTIME_REQUIREMENTS = ("tensorflow", "horovod", "numpy", "absl-py", "gymnasium", "ale-py")
+
+
+def pinned(names):
+    """Returns `name==version` for each name, as pinned in constraints.txt."""
+    pins = {}
+    for line in (pathlib.Path(__file__).parent / "constraints.txt").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[name.strip().lower()] = f"{name.strip()}=={version.strip()}"
+    return [pins[name] for name in names]
+
+
+setup(
+    name="hvd_dqn",
+    version="0.1.0",
+    description="Data-parallel Deep Q-Networks on Atari and classic control with Horovod and TensorFlow-Keras",
+    long_description=(pathlib.Path(__file__).parent / "README.md").read_text(),
+    long_description_content_type="text/markdown",
+    packages=find_packages(include=["hvd_dqn", "hvd_dqn.*"]),
+    python_requires=">=3.10,<3.12",
+    install_requires=pinned(RUNTIME_REQUIREMENTS),
+    entry_points={
+        "console_scripts": [
+            "hvd-dqn-train=hvd_dqn.train:run",
+            "hvd-dqn-evaluate=hvd_dqn.evaluate:run",
+        ]
+    },
+)

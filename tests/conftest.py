@@ -1,0 +1,56 @@
+"""Shared helpers: launching `horovodrun` from pytest and running the package's entry points."""
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+MP_SCRIPTS = REPO / "tests" / "mp"
+PYTHON = sys.executable  # the venv's interpreter; a bare "python" under horovodrun may be another one
+
+
+def _horovodrun() -> str:
+    beside_python = pathlib.Path(sys.executable).parent / "horovodrun"
+    return str(beside_python) if beside_python.exists() else (shutil.which("horovodrun") or "horovodrun")
+
+
+def subprocess_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    # CI runs as root; Open MPI refuses to start as root without these.
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+    env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    return env
+
+
+def run(command, timeout: float, check: bool = True, cwd=None) -> subprocess.CompletedProcess:
+    """Runs `command`, capturing output; on failure (or timeout) the output is in the assertion message."""
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=subprocess_env(),
+                                cwd=cwd or REPO)
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"timed out after {timeout}s: {' '.join(map(str, command))}\n"
+                    f"stdout:\n{error.stdout}\nstderr:\n{error.stderr}")
+    if check and result.returncode != 0:
+        pytest.fail(f"exit code {result.returncode}: {' '.join(map(str, command))}\n"
+                    f"stdout:\n{result.stdout[-6000:]}\nstderr:\n{result.stderr[-6000:]}")
+    return result
+
+
+def horovodrun(np_: int, args, timeout: float = 600, controller: str = "gloo", check: bool = True):
+    """`horovodrun -np N --<controller> <args>` on this machine."""
+    command = [_horovodrun(), "-np", str(np_), f"--{controller}"]
+    if controller == "mpi":
+        # More ranks than cores is allowed (CI has 2 cores); root is allowed via the environment above.
+        command += ["--mpi-args=--oversubscribe"]
+    return run(command + [str(arg) for arg in args], timeout=timeout, check=check)
+
+
+def python_module(module: str, args, timeout: float = 600, check: bool = True):
+    return run([sys.executable, "-m", module] + [str(arg) for arg in args], timeout=timeout, check=check)

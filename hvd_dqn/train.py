@@ -247,6 +247,10 @@ def fail(message: str) -> None:
     """Ends this rank with exit code 2; rank 0 alone prints the one-line reason."""
     if distributed.launcher_rank() == 0:
         print(f"{PROGRAM}: error: {message}", file=sys.stderr, flush=True)
+    else:
+        # Every rank finds the same error, but a launcher stops the whole job when the first rank exits; a
+        # short wait lets rank 0 be that rank, so its message is printed instead of being cut off.
+        time.sleep(3)
     sys.exit(2)
 
 

@@ -1,0 +1,9 @@
+# Sourced by the scripts that launch ranks: environment that horovodrun and Open MPI need on this kind of
+# machine. Values already set by the user win.
+# Open MPI refuses to run as root unless told it may (CI and containers run as root).
+if [[ $(id -u) -eq 0 ]]; then
+  export OMPI_ALLOW_RUN_AS_ROOT="${OMPI_ALLOW_RUN_AS_ROOT:-1}"
+  export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}"
+fi
+# Every rank prints TensorFlow's C++ start-up chatter otherwise.
+export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-3}"

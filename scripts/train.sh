@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Trains with the default preset on this machine: sets up if needed, then
+#   horovodrun -np ${NP:-2} python -m hvd_dqn.train --flagfile=configs/cartpole.flags [your flags...]
+# Extra arguments are passed to hvd_dqn.train and override the flagfile, e.g.
+#   scripts/train.sh --logdir=runs/try2 --seed=3
+# Environment: NP (ranks, default 2), FLAGFILE (default configs/cartpole.flags), HOROVODRUN_ARGS (e.g. "--mpi").
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+"$repo/scripts/setup.sh"
+# shellcheck source=/dev/null
+source "$repo/scripts/launch_env.sh"
+cd "$repo"
+# shellcheck disable=SC2086
+exec "$repo/.venv/bin/horovodrun" -np "${NP:-2}" ${HOROVODRUN_ARGS:-} \
+  "$repo/.venv/bin/python" -m hvd_dqn.train --flagfile="${FLAGFILE:-configs/cartpole.flags}" "$@"

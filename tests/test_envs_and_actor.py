@@ -1,0 +1,58 @@
+"""Vector-env plumbing (SAME_STEP autoreset, final observations, seeds) and epsilon-greedy acting."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from hvd_dqn.actor import EpsilonGreedyActor
+from hvd_dqn.envs import env_seeds, make_vector_env, spec_of, true_next_observations
+
+
+def test_env_seeds_differ_within_and_across_ranks():
+    rank0, rank1 = env_seeds(0 + 0, 4), env_seeds(0 + 1, 4)
+    assert len(set(rank0 + rank1)) == 8
+    assert env_seeds(5, 4) == env_seeds(5, 4)
+
+
+def test_stored_next_observation_is_the_episodes_last_not_the_reset():
+    env = make_vector_env("CartPole-v1", 3)
+    assert spec_of(env).observation_shape == (4,) and spec_of(env).num_actions == 2
+    observation, _ = env.reset(seed=env_seeds(0, 3))
+    for _ in range(200):  # always pushing right ends an episode within a few dozen steps
+        next_observation, _, terminated, truncated, info = env.step(np.ones(3, dtype=np.int64))
+        done = terminated | truncated
+        if done.any():
+            break
+        observation = next_observation
+    assert done.any()
+    stored = true_next_observations(next_observation, done, info)
+    ended = np.flatnonzero(done)[0]
+    np.testing.assert_array_equal(stored[ended], info["final_obs"][ended])
+    assert not np.array_equal(stored[ended], next_observation[ended])  # that one is the new episode's start
+    # The last observation continues from the previous one; a fresh reset starts near 0 (|x| < 0.05).
+    assert np.abs(next_observation[ended]).max() < 0.05 < np.abs(stored[ended]).max()
+    running = np.flatnonzero(~done)
+    np.testing.assert_array_equal(stored[running], next_observation[running])
+    env.close()
+
+
+class _FixedQ(tf.keras.Model):
+    """Q-values that prefer action 2 for every observation."""
+
+    def call(self, observation, training=False):
+        return tf.tile(tf.constant([[0.0, 1.0, 5.0]]), [tf.shape(observation)[0], 1])
+
+
+def test_epsilon_zero_is_greedy_and_one_is_uniform():
+    actor = EpsilonGreedyActor(_FixedQ(), num_actions=3, rng=np.random.default_rng(0))
+    observation = np.zeros((4000, 2), np.float32)
+    np.testing.assert_array_equal(actor.select_actions(observation, 0.0), 2)
+    counts = np.bincount(actor.select_actions(observation, 1.0), minlength=3) / 4000
+    np.testing.assert_allclose(counts, [1 / 3] * 3, atol=0.03)
+
+
+def test_epsilon_may_differ_per_environment():
+    actor = EpsilonGreedyActor(_FixedQ(), num_actions=3, rng=np.random.default_rng(1))
+    epsilon = np.array([0.0, 1.0] * 2000)
+    actions = actor.select_actions(np.zeros((4000, 2), np.float32), epsilon)
+    np.testing.assert_array_equal(actions[0::2], 2)
+    assert np.mean(actions[1::2] == 2) == pytest.approx(1 / 3, abs=0.04)

@@ -1,0 +1,70 @@
+"""Bad settings end the program with exit code 2 and one clear line naming the flag, never a traceback."""
+import dataclasses
+
+import pytest
+
+from conftest import horovodrun, PYTHON, python_module
+from hvd_dqn.config import ConfigError, TrainConfig, validate
+
+
+def _error_line(result):
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--batch_size=-1"], "hvd_dqn.train: error: --batch_size=-1: must be a positive integer"),
+    (["--env_id=CartPol-v1"], "hvd_dqn.train: error: --env_id=CartPol-v1: unknown environment id; "
+                              "did you mean CartPole-v1"),
+    (["--learning_starts=60000", "--replay_capacity=50000"],
+     "hvd_dqn.train: error: --learning_starts=60000: must be <= --replay_capacity=50000"),
+    (["--gamma=1.5"], "hvd_dqn.train: error: --gamma=1.5: must be a discount factor in [0, 1]"),
+    (["--hidden_sizes=64,x"], "hvd_dqn.train: error: --hidden_sizes=64,x: must be a comma-separated list"),
+    (["--batch_size=abc"], "hvd_dqn.train: error: flag --batch_size=abc: invalid literal for int()"),
+    (["--no_such_flag=1"], "hvd_dqn.train: error: Unknown command line flag 'no_such_flag'"),
+    (["--flagfile=/nonexistent/x.flags"], "hvd_dqn.train: error: Unable to open flagfile"),
+])
+def test_bad_flag_gives_one_clear_line(tmp_path, flags, expected):
+    line = _error_line(python_module("hvd_dqn.train", [f"--logdir={tmp_path}"] + flags, timeout=120, check=False))
+    assert line.startswith(expected), line
+
+
+def test_unwritable_logdir_is_named(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    result = python_module("hvd_dqn.train", [f"--logdir={blocker}/logs"], timeout=120, check=False)
+    assert _error_line(result).startswith(f"hvd_dqn.train: error: --logdir={blocker}/logs: not a writable folder")
+
+
+def test_later_flags_override_the_flagfile(tmp_path):
+    flagfile = tmp_path / "base.flags"
+    flagfile.write_text("--batch_size=32\n--learning_starts=16\n")
+    result = python_module("hvd_dqn.train", [f"--flagfile={flagfile}", "--batch_size=64", f"--logdir={tmp_path}"],
+                           timeout=120, check=False)
+    assert _error_line(result).endswith("--batch_size=64: must be <= --learning_starts=16, so the first "
+                                        "minibatch can be drawn")
+
+
+def test_under_horovodrun_only_rank_0_reports(tmp_path):
+    result = horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", "--batch_size=0", f"--logdir={tmp_path}"],
+                        timeout=120, check=False)
+    assert result.returncode != 0
+    reports = [line for line in (result.stdout + result.stderr).splitlines()
+               if "error: --batch_size=0: must be a positive integer" in line]
+    assert len(reports) == 1, result.stdout + result.stderr
+    assert reports[0].startswith("[0]")
+    # horovodrun adds its own summary of the failed job; the ranks themselves print no traceback.
+    assert not [line for line in (result.stdout + result.stderr).splitlines()
+                if line.startswith(("[0]", "[1]")) and "Traceback" in line]
+
+
+def test_defaults_are_valid_and_each_field_is_checked(tmp_path):
+    config = TrainConfig(logdir=str(tmp_path))
+    assert validate(config) is config
+    for field, bad in [("num_envs", 0), ("epsilon_end", 1.5), ("learning_rate", 0.0), ("max_grad_norm", -1.0),
+                       ("keep_checkpoints", 0), ("eval_interval_env_steps", -5), ("seed", -1)]:
+        with pytest.raises(ConfigError, match=f"^--{field}="):
+            validate(dataclasses.replace(config, **{field: bad}))

@@ -1,0 +1,23 @@
+import pytest
+import tensorflow as tf
+
+from hvd_dqn.schedules import LinearSchedule, WarmupToScaledLearningRate
+
+
+@pytest.mark.parametrize("step, expected", [(0, 1.0), (250, 0.7625), (500, 0.525), (1000, 0.05), (10**6, 0.05)])
+def test_epsilon_falls_linearly_then_stays(step, expected):
+    assert LinearSchedule(1.0, 0.05, 1000)(step) == pytest.approx(expected)
+
+
+def test_schedule_with_no_duration_starts_at_the_end_value():
+    assert LinearSchedule(1.0, 0.1, 0)(0) == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("update, expected", [(0, 1e-3), (50, 2.5e-3), (100, 4e-3), (1000, 4e-3)])
+def test_learning_rate_warms_up_to_the_scaled_value(update, expected):
+    schedule = WarmupToScaledLearningRate(base=1e-3, scale=4, warmup_updates=100)
+    assert float(schedule(tf.constant(update))) == pytest.approx(expected, rel=1e-6)
+
+
+def test_learning_rate_without_warmup_is_scaled_at_once():
+    assert float(WarmupToScaledLearningRate(1e-3, 2, 0)(0)) == pytest.approx(2e-3)

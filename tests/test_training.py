@@ -1,0 +1,100 @@
+"""End-to-end runs of `python -m hvd_dqn.train` under horovodrun: who writes, resume, and real learning."""
+import csv
+import json
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+from conftest import PYTHON, REPO, horovodrun, python_module
+from hvd_dqn import checkpoint
+from hvd_dqn.schedules import LinearSchedule
+
+# A short run: enough updates and checkpoints to exercise every phase, not to learn.
+SHORT_RUN = ["--env_id=CartPole-v1", "--num_envs=2", "--learning_starts=200", "--batch_size=32",
+             "--replay_capacity=5000", "--train_frequency=4", "--hidden_sizes=32,32", "--log_interval_env_steps=1000",
+             "--eval_interval_env_steps=2000", "--eval_episodes=4", "--checkpoint_interval_env_steps=2000",
+             "--epsilon_decay_env_steps=8000", "--target_update_period=50"]
+
+# File-system calls that create, change or remove something.
+WRITE_CALL = re.compile(r'^\d+\s+(?:(?:openat|open)\(.*O_(?:WRONLY|RDWR|CREAT)|(?:mkdir|mkdirat|rename|renameat2?|'
+                        r'unlink|unlinkat|rmdir|truncate|link|symlink)\()')
+
+
+def _train(np_, logdir, *flags, timeout=600):
+    return horovodrun(np_, [PYTHON, "-m", "hvd_dqn.train", f"--logdir={logdir}", *SHORT_RUN, *flags], timeout=timeout)
+
+
+def _metrics(logdir):
+    with open(pathlib.Path(logdir) / "metrics.csv") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_rank_0_is_the_only_writer(tmp_path):
+    logdir, traces = tmp_path / "run", tmp_path / "traces"
+    traces.mkdir()
+    # Each rank runs under strace, recording its file-system calls in a trace named after its rank.
+    traced = ["sh", "-c", f'exec strace -f -qq -s 4096 -e trace=%file -o {traces}/rank$HOROVOD_RANK.trace "$@"', "sh",
+              PYTHON, "-m", "hvd_dqn.train", f"--logdir={logdir}", *SHORT_RUN, "--total_env_steps=4000"]
+    horovodrun(2, traced, timeout=600)
+    writes = {}
+    for rank in (0, 1):
+        lines = (traces / f"rank{rank}.trace").read_text().splitlines()
+        writes[rank] = [line for line in lines if WRITE_CALL.search(line) and str(logdir) in line]
+    assert any("state.index" in line for line in writes[0]), "the trace must see rank 0's checkpoint writes"
+    assert any("metrics.csv" in line for line in writes[0])
+    assert writes[1] == [], "rank 1 wrote into the logdir:\n" + "\n".join(writes[1][:10])
+    assert [pathlib.Path(path).name for path in checkpoint.complete_checkpoints(str(logdir))] == \
+        ["ckpt-000000002000", "ckpt-000000004000"]
+
+
+def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
+    logdir = tmp_path / "run"
+    _train(2, logdir, "--total_env_steps=4000")
+    halfway = checkpoint.latest_checkpoint(str(logdir))
+    first = checkpoint.read_counters(halfway)
+    assert first["env_steps"] == 4000 and first["updates"] > 0 and first["episodes"] > 0
+
+    _train(2, logdir, "--total_env_steps=8000", "--resume")
+    final_path = checkpoint.latest_checkpoint(str(logdir))
+    final = checkpoint.read_counters(final_path)
+    assert final["env_steps"] == 8000
+    assert final["episodes"] > first["episodes"]
+    # The replay memory is not checkpointed (yet), so the resumed half refills it first, exactly as the
+    # first half did; its updates therefore equal the first half's.
+    assert final["updates"] == 2 * first["updates"]
+
+    rows = _metrics(logdir)
+    resumed = [row for row in rows if int(row["env_steps"]) > 4000]
+    assert [int(row["env_steps"]) for row in rows] == list(range(1000, 8001, 1000))
+    # Exploration continues where it stopped instead of restarting at epsilon 1.
+    schedule = LinearSchedule(1.0, 0.05, 8000)
+    for row in resumed:
+        assert float(row["epsilon"]) == pytest.approx(schedule(int(row["env_steps"]) - 4), abs=1e-4)
+    assert int(resumed[-1]["updates"]) == final["updates"]
+
+    import tensorflow as tf
+
+    from hvd_dqn.networks import build_mlp_q_network
+
+    def online_weights(path):
+        network = build_mlp_q_network((4,), 2, (32, 32), "online")
+        tf.train.Checkpoint(online=network).read(str(pathlib.Path(path) / "state")).expect_partial()
+        return np.concatenate([variable.numpy().ravel() for variable in network.variables])
+
+    assert not np.array_equal(online_weights(halfway), online_weights(final_path))
+
+
+@pytest.mark.parametrize("ranks", [2, 1])
+def test_cartpole_preset_is_solved_within_100k_env_steps(tmp_path, ranks):
+    logdir = tmp_path / "run"
+    horovodrun(ranks, [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+                       f"--logdir={logdir}"], timeout=1200)
+    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+    assert final["env_steps"] <= 100_000
+    report = tmp_path / "eval.json"
+    python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=20", f"--json={report}"], timeout=300)
+    result = json.loads(report.read_text())
+    assert result["episodes"] == 20
+    assert result["mean_return"] >= 475, result

@@ -8,9 +8,8 @@ and each rank would silently train alone (see ../shared/TOOLCHAIN.md and tests/t
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List
 
-import numpy as np
 import tensorflow as tf
 
 from hvd_dqn.replay import Batch

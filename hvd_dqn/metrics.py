@@ -37,6 +37,23 @@ TENSORBOARD_TAGS = {
 }
 
 
+class EpisodeTracker:
+    """Return and length of the episode running in each of a rank's envs."""
+
+    def __init__(self, num_envs: int):
+        self._returns = np.zeros(num_envs, dtype=np.float64)
+        self._lengths = np.zeros(num_envs, dtype=np.int64)
+
+    def step(self, rewards: np.ndarray, done: np.ndarray):
+        """Adds one step's rewards; returns (returns, lengths) of the episodes that just ended."""
+        self._returns += rewards
+        self._lengths += 1
+        finished = self._returns[done], self._lengths[done]
+        self._returns[done] = 0.0
+        self._lengths[done] = 0
+        return finished
+
+
 class RankMetrics:
     """This rank's sums since the last log point; `reduce` sums them over all ranks and clears them."""
 

@@ -89,9 +89,14 @@ class Trainer:
         resume_from = distributed.broadcast_object(resume_from if self.config.resume else None, "resume_path")
         if self.config.resume and resume_from is None:
             raise ConfigError(f"--resume: no complete checkpoint under {checkpoint.checkpoint_root(self.config.logdir)}")
-        counters = None
+        counters, problem = None, None
         if resume_from is not None and self.world.is_chief:
-            counters = checkpoint.restore(resume_from, self.learner.checkpoint_items())
+            problem = incompatibility(self.config, TrainConfig.from_json(checkpoint.read_config_json(resume_from)))
+            if problem is None:
+                counters = checkpoint.restore(resume_from, self.learner.checkpoint_items())
+        problem = distributed.broadcast_object(problem, "resume_problem")
+        if problem:
+            raise ConfigError(f"--resume: {resume_from} {problem}")
         counters = distributed.broadcast_object(counters, "resume_counters")
         # Horovod: every rank starts from rank 0's weights, target weights and optimizer state.
         distributed.broadcast_from_chief(self.learner.synchronized_variables)
@@ -120,71 +125,36 @@ class Trainer:
     # --- the loop ----------------------------------------------------------------------------------------
     def run(self) -> Counters:
         from hvd_dqn.envs import env_seeds
-        from hvd_dqn.metrics import MetricsWriter, RankMetrics
+        from hvd_dqn.metrics import EpisodeTracker, MetricsWriter, RankMetrics
 
         config, world = self.config, self.world
         self.restore_or_broadcast()
-        writer = None
+        self.writer = None
         if world.is_chief:
             self.log_start()
-            writer = MetricsWriter(config.logdir, config.total_env_steps, self.counters.env_steps)
-        rank_metrics = RankMetrics()
+            self.writer = MetricsWriter(config.logdir, config.total_env_steps, self.counters.env_steps)
+        self.rank_metrics = RankMetrics()
+        self.episodes = EpisodeTracker(config.num_envs)
+        self.update_credit = 0  # env steps of this rank not yet paid for with updates
         observation, _ = self.env.reset(seed=env_seeds(config.seed + world.rank, config.num_envs))
-        episode_return = np.zeros(config.num_envs)
-        episode_length = np.zeros(config.num_envs, dtype=np.int64)
-        steps_per_iteration = config.num_envs * world.size
-        update_credit = 0  # env steps of this rank not yet paid for with updates
         stop = False
         while self.counters.env_steps < config.total_env_steps and not stop:
             previous_env_steps = self.counters.env_steps
             epsilon = self.epsilon(previous_env_steps)
-
-            # Act and store.
-            observation, finished = self._act_and_store(observation, epsilon)
-            episode_return += finished.rewards
-            episode_length += 1
-            if finished.done.any():
-                rank_metrics.record_episodes(episode_return[finished.done], episode_length[finished.done])
-                self.unreported_episodes += int(finished.done.sum())
-                episode_return[finished.done] = 0.0
-                episode_length[finished.done] = 0
-            self.counters.env_steps += steps_per_iteration
-
-            # Learn: train_frequency env steps of this rank buy one update (identical on all ranks).
-            if len(self.replay) >= config.learning_starts:
-                update_credit += config.num_envs
-                while update_credit >= config.train_frequency:
-                    update_credit -= config.train_frequency
-                    rank_metrics.record_update(self.learner.update(self.replay.sample(config.batch_size, self.rng)))
-                    self.counters.updates += 1
-                    if self.counters.updates % config.target_update_period == 0:
-                        self.learner.sync_target()
-
-            # Periodic phases; every rank reaches the same ones, since the counters are identical.
-            def crossed(interval):
-                return interval and self.counters.env_steps // interval > previous_env_steps // interval
-
-            eval_return = None
-            if crossed(config.eval_interval_env_steps):
-                eval_return = self.evaluate_during_training()
-                if config.stop_at_eval_return is not None and eval_return >= config.stop_at_eval_return:
-                    stop = True
-            if crossed(config.log_interval_env_steps) or eval_return is not None:
-                self._log(rank_metrics, writer, epsilon, eval_return)
-            if crossed(config.checkpoint_interval_env_steps) or stop:
-                self._checkpoint()
-        if stop and world.is_chief:
-            logging.info("evaluation reached --stop_at_eval_return=%s at %s env steps; stopping",
-                         config.stop_at_eval_return, f"{self.counters.env_steps:,}")
+            observation = self._act_and_store(observation, epsilon)
+            self.counters.env_steps += config.num_envs * world.size
+            self._learn()
+            stop = self._periodic_phases(previous_env_steps, epsilon)
         if self.last_checkpoint_env_steps != self.counters.env_steps:
             self._checkpoint()
-        if writer:
-            writer.close()
+        if self.writer:
+            self.writer.close()
         self.env.close()
         return self.counters
 
     # --- phases --------------------------------------------------------------------------------------------
     def _act_and_store(self, observation, epsilon):
+        """Steps this rank's envs once; stores the transitions; returns the next observations."""
         from hvd_dqn.envs import true_next_observations
 
         action = self.actor.select_actions(observation, epsilon)
@@ -193,7 +163,46 @@ class Trainer:
         # Bootstrap after truncations (discount 1), not after terminations (discount 0).
         self.replay.add(observation, action, reward, 1.0 - terminated.astype(np.float32),
                         true_next_observations(next_observation, done, info))
-        return next_observation, _Finished(rewards=reward, done=done)
+        finished_returns, finished_lengths = self.episodes.step(reward, done)
+        if len(finished_returns):
+            self.rank_metrics.record_episodes(finished_returns, finished_lengths)
+            self.unreported_episodes += len(finished_returns)
+        return next_observation
+
+    def _learn(self) -> None:
+        """Every train_frequency env steps of this rank buy one update; identical on all ranks, since all
+        ranks step the same number of envs and their memories fill alike."""
+        config = self.config
+        if len(self.replay) < config.learning_starts:
+            return
+        self.update_credit += config.num_envs
+        while self.update_credit >= config.train_frequency:
+            self.update_credit -= config.train_frequency
+            self.rank_metrics.record_update(self.learner.update(self.replay.sample(config.batch_size, self.rng)))
+            self.counters.updates += 1
+            if self.counters.updates % config.target_update_period == 0:
+                self.learner.sync_target()
+
+    def _periodic_phases(self, previous_env_steps: int, epsilon: float) -> bool:
+        """Evaluation, logging and checkpoints whose interval was crossed by the last iteration. Every rank
+        reaches the same ones, since the counters are identical. Returns whether training should stop."""
+        config = self.config
+
+        def crossed(interval):
+            return interval and self.counters.env_steps // interval > previous_env_steps // interval
+
+        eval_return, stop = None, False
+        if crossed(config.eval_interval_env_steps):
+            eval_return = self.evaluate_during_training()
+            stop = config.stop_at_eval_return is not None and eval_return >= config.stop_at_eval_return
+            if stop and self.world.is_chief:
+                logging.info("evaluation reached --stop_at_eval_return=%s at %s env steps; stopping",
+                             config.stop_at_eval_return, f"{self.counters.env_steps:,}")
+        if crossed(config.log_interval_env_steps) or eval_return is not None:
+            self._log(epsilon, eval_return)
+        if crossed(config.checkpoint_interval_env_steps) or stop:
+            self._checkpoint()
+        return stop
 
     def evaluate_during_training(self) -> float:
         """Collective: greedy episodes split over ranks; returns the mean return over all of them."""
@@ -207,17 +216,17 @@ class Trainer:
         all_returns = distributed.gather_from_ranks(returns, "eval_returns")
         return float(np.mean(all_returns))
 
-    def _log(self, rank_metrics, writer, epsilon, eval_return) -> None:
+    def _log(self, epsilon, eval_return) -> None:
         from hvd_dqn.learner import current_learning_rate
 
-        window = rank_metrics.reduce()
+        window = self.rank_metrics.reduce()
         self._sum_episode_counts()
-        if writer is None:
+        if self.writer is None:
             return
         row = dict(window, env_steps=self.counters.env_steps, updates=self.counters.updates,
                    episodes=self.counters.episodes, epsilon=epsilon,
                    learning_rate=current_learning_rate(self.learner.optimizer))
-        writer.write(row, eval_return_mean=eval_return)
+        self.writer.write(row, eval_return_mean=eval_return)
 
     def _sum_episode_counts(self) -> None:
         """Collective: adds every rank's newly finished episodes to the job's episode counter."""
@@ -237,10 +246,17 @@ class Trainer:
         self.last_checkpoint_env_steps = self.counters.env_steps
 
 
-@dataclasses.dataclass
-class _Finished:
-    rewards: np.ndarray
-    done: np.ndarray
+# Settings that decide the shapes of what a checkpoint holds; a resumed run must agree on them.
+_CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes")
+
+
+def incompatibility(config: TrainConfig, saved: TrainConfig):
+    """Why `saved`'s checkpoint cannot be resumed by `config`, or None if it can."""
+    differences = [f"--{name}={getattr(saved, name)!r} (this run: {getattr(config, name)!r})"
+                   for name in _CHECKPOINT_SHAPING_SETTINGS if getattr(saved, name) != getattr(config, name)]
+    if differences:
+        return "was written with " + ", ".join(differences) + "; use another --logdir or the same settings"
+    return None
 
 
 def fail(message: str) -> None:

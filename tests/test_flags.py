@@ -68,3 +68,19 @@ def test_defaults_are_valid_and_each_field_is_checked(tmp_path):
                        ("keep_checkpoints", 0), ("eval_interval_env_steps", -5), ("seed", -1)]:
         with pytest.raises(ConfigError, match=f"^--{field}="):
             validate(dataclasses.replace(config, **{field: bad}))
+
+
+def test_resume_without_a_checkpoint_is_named(tmp_path):
+    result = python_module("hvd_dqn.train", [f"--logdir={tmp_path}", "--resume"], timeout=120, check=False)
+    assert _error_line(result) == f"hvd_dqn.train: error: --resume: no complete checkpoint under {tmp_path}/checkpoints"
+
+
+def test_resume_with_another_network_is_refused(tmp_path):
+    from hvd_dqn import checkpoint
+
+    saved = TrainConfig(logdir=str(tmp_path), hidden_sizes=(32,))
+    checkpoint.save(str(tmp_path), {}, {"env_steps": 100, "episodes": 1, "updates": 1}, saved.to_json(), keep=1)
+    result = python_module("hvd_dqn.train", [f"--logdir={tmp_path}", "--resume", "--hidden_sizes=64,64"],
+                           timeout=120, check=False)
+    assert _error_line(result).endswith("was written with --hidden_sizes=(32,) (this run: (64, 64)); use another "
+                                        "--logdir or the same settings")

@@ -15,6 +15,8 @@ venv="$repo/.venv"
 stamp="$venv/.hvd_dqn_setup_stamp"
 cd "$repo"
 
+export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-3}"  # the checks below import TensorFlow
+
 log() { printf '[setup] %s\n' "$*" >&2; }
 die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
 

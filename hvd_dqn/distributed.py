@@ -75,7 +75,8 @@ def init_horovod(intra_op_threads: int = 0, inter_op_threads: int = 1, determini
         size=hvd.size(),
         local_rank=hvd.local_rank(),
         local_size=hvd.local_size(),
-        hostname=socket.gethostname(),
+        # horovodrun's Gloo launcher names each host as given in -H; other launchers leave the real name.
+        hostname=os.environ.get("HOROVOD_HOSTNAME") or socket.gethostname(),
         controller="MPI" if hvd.mpi_enabled() else "Gloo",
     )
 
@@ -99,6 +100,40 @@ def gather_from_ranks(values: np.ndarray, name: str) -> np.ndarray:
     import horovod.tensorflow as hvd
 
     return hvd.allgather(np.asarray(values, dtype=np.float64).reshape(-1), name=name).numpy()
+
+
+def gather_objects(value, name: str) -> list:
+    """Every rank's picklable `value`, in rank order, on every rank."""
+    import horovod.tensorflow as hvd
+
+    return hvd.allgather_object(value, name=name)
+
+
+def describe_world(world: World) -> str:
+    """Collective: a multi-line description of the job (hosts, ranks, local ranks, controller, collectives)
+    built from what every rank reports about itself. Every rank must call it; all get the same text."""
+    import horovod.tensorflow as hvd
+
+    places = gather_objects((world.rank, world.hostname, world.local_rank, os.getpid()), "world_places")
+    hosts = {}
+    for rank, hostname, local_rank, pid in places:
+        hosts.setdefault(hostname, []).append(f"rank {rank} (local rank {local_rank}, pid {pid})")
+    built = {"MPI": hvd.mpi_built(), "Gloo": hvd.gloo_built(), "NCCL": hvd.nccl_built(),
+             "oneCCL": hvd.ccl_built(), "DDL": hvd.ddl_built()}
+    lines = [f"world: {world.size} ranks on {len(hosts)} host(s), controller {world.controller}; "
+             f"collectives built: {', '.join(name for name, yes in built.items() if yes) or 'none'}"]
+    lines += [f"  {hostname}: {'; '.join(ranks)}" for hostname, ranks in hosts.items()]
+    return "\n".join(lines)
+
+
+def weights_digest(variables: Sequence) -> str:
+    """A short hash of the variables' exact bytes: equal digests on all ranks mean bitwise-equal replicas."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for variable in variables:
+        digest.update(np.ascontiguousarray(variable.numpy()).tobytes())
+    return digest.hexdigest()[:16]
 
 
 def broadcast_object(value, name: str):

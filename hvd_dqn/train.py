@@ -110,12 +110,11 @@ class Trainer:
                              f"{self.config.learning_starts:,}")
 
     def log_start(self) -> None:
-        import horovod.tensorflow as hvd
-
-        world = self.world
-        logging.info("world: %d ranks (%d on this host %s), controller %s; built with MPI=%s Gloo=%s",
-                     world.size, world.local_size, world.hostname, world.controller, hvd.mpi_built(),
-                     hvd.gloo_built())
+        """Collective (the world description is gathered from all ranks); rank 0 logs and writes."""
+        world_description = distributed.describe_world(self.world)
+        if not self.world.is_chief:
+            return
+        logging.info("%s", world_description)
         logging.info("replay memory: %s transitions per rank, %d bytes per transition",
                      f"{self.config.replay_capacity:,}", self.replay.bytes_per_transition)
         logging.info("settings:\n%s", self.config.to_json())
@@ -129,9 +128,9 @@ class Trainer:
 
         config, world = self.config, self.world
         self.restore_or_broadcast()
+        self.log_start()
         self.writer = None
         if world.is_chief:
-            self.log_start()
             self.writer = MetricsWriter(config.logdir, config.total_env_steps, self.counters.env_steps)
         self.rank_metrics = RankMetrics()
         self.episodes = EpisodeTracker(config.num_envs)
@@ -235,11 +234,20 @@ class Trainer:
         self.unreported_episodes = 0
 
     def _checkpoint(self) -> None:
-        """Collective (episode counts are summed over ranks); rank 0 writes."""
+        """Collective (episode counts and weight digests are gathered from all ranks); rank 0 writes.
+
+        The checkpoint records each replica's weight digest: the proof, for any run, that data parallelism
+        kept the replicas identical. A mismatch is logged as an error; the checkpoint holds rank 0's.
+        """
         self._sum_episode_counts()
+        digests = distributed.gather_objects(distributed.weights_digest(self.learner.online.variables),
+                                             "replica_digests")
         if self.world.is_chief:
+            if len(set(digests)) != 1:
+                logging.error("replicas differ at %s env steps (online-weight digests by rank: %s); the "
+                              "gradient allreduce is not in effect", f"{self.counters.env_steps:,}", digests)
             counters = dict(dataclasses.asdict(self.counters), world_size=self.world.size,
-                            time=time.time())
+                            replica_weight_digests=digests, time=time.time())
             path = checkpoint.save(self.config.logdir, self.learner.checkpoint_items(), counters,
                                    self.config.to_json(), self.config.keep_checkpoints)
             logging.info("checkpoint written: %s", path)

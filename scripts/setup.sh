@@ -35,16 +35,28 @@ command -v mpirun >/dev/null 2>&1 || need_debs+=(openmpi-bin)
 command -v cmake >/dev/null 2>&1 || need_debs+=(cmake)
 command -v g++ >/dev/null 2>&1 || need_debs+=(g++)
 command -v make >/dev/null 2>&1 || need_debs+=(make)
-# The test that proves rank 0 is the only writer traces file system calls with strace.
+# Tests: strace proves rank 0 is the only writer; the two-host test starts its own sshd on loopback.
 command -v strace >/dev/null 2>&1 || need_debs+=(strace)
+[[ -x /usr/sbin/sshd ]] || need_debs+=(openssh-server)
+command -v ssh >/dev/null 2>&1 || need_debs+=(openssh-client)
 if ((${#need_debs[@]})); then
   log "installing Debian packages: ${need_debs[*]}"
   sudo_cmd=()
   [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
+  # Install services (openssh-server) without starting them: the tests start their own sshd, listening on
+  # loopback addresses only. A policy-rc.d that exits 101 is Debian's way to say "do not start".
+  policy=/usr/sbin/policy-rc.d
+  added_policy=0
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' | "${sudo_cmd[@]}" tee "$policy" >/dev/null && "${sudo_cmd[@]}" chmod +x "$policy"
+    added_policy=1
+  fi
+  status=0
   DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${need_debs[@]}" \
-    >"${TMPDIR:-/tmp}/hvd_dqn_apt.log" 2>&1 \
-    || die "apt-get could not install ${need_debs[*]}; see ${TMPDIR:-/tmp}/hvd_dqn_apt.log"
+    >"${TMPDIR:-/tmp}/hvd_dqn_apt.log" 2>&1 || status=$?
+  [[ $added_policy -eq 1 ]] && "${sudo_cmd[@]}" rm -f "$policy"
+  [[ $status -eq 0 ]] || die "apt-get could not install ${need_debs[*]}; see ${TMPDIR:-/tmp}/hvd_dqn_apt.log"
 fi
 
 # --- 2. The virtual environment ------------------------------------------------------------------------

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -54,3 +55,21 @@ def horovodrun(np_: int, args, timeout: float = 600, controller: str = "gloo", c
 
 def python_module(module: str, args, timeout: float = 600, check: bool = True):
     return run([sys.executable, "-m", module] + [str(arg) for arg in args], timeout=timeout, check=check)
+
+
+# File-system calls, as strace prints them, that create, change or remove something.
+_WRITE_CALL = re.compile(r'^\d+\s+(?:(?:openat|open)\(.*O_(?:WRONLY|RDWR|CREAT)|(?:mkdir|mkdirat|rename|renameat2?|'
+                         r'unlink|unlinkat|rmdir|truncate|link|symlink)\()')
+
+
+def traced_by_rank(trace_dir) -> list:
+    """A command prefix that runs the rest of the command under strace, recording its file-system calls in
+    <trace_dir>/rank<R>.trace, R being the global rank (from Gloo's or Open MPI's environment)."""
+    return ["sh", "-c", f'exec strace -f -qq -s 4096 -e trace=%file '
+                        f'-o {trace_dir}/rank${{HOROVOD_RANK:-$OMPI_COMM_WORLD_RANK}}.trace "$@"', "sh"]
+
+
+def writes_under(trace_file, folder) -> list:
+    """The calls in an strace file that wrote, created or removed something under `folder`."""
+    lines = pathlib.Path(trace_file).read_text().splitlines()
+    return [line for line in lines if _WRITE_CALL.search(line) and str(folder) in line]

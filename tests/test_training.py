@@ -2,12 +2,11 @@
 import csv
 import json
 import pathlib
-import re
 
 import numpy as np
 import pytest
 
-from conftest import PYTHON, REPO, horovodrun, python_module
+from conftest import PYTHON, REPO, horovodrun, python_module, traced_by_rank, writes_under
 from hvd_dqn import checkpoint
 from hvd_dqn.schedules import LinearSchedule
 
@@ -16,10 +15,6 @@ SHORT_RUN = ["--env_id=CartPole-v1", "--num_envs=2", "--learning_starts=200", "-
              "--replay_capacity=5000", "--train_frequency=4", "--hidden_sizes=32,32", "--log_interval_env_steps=1000",
              "--eval_interval_env_steps=2000", "--eval_episodes=4", "--checkpoint_interval_env_steps=2000",
              "--epsilon_decay_env_steps=8000", "--target_update_period=50"]
-
-# File-system calls that create, change or remove something.
-WRITE_CALL = re.compile(r'^\d+\s+(?:(?:openat|open)\(.*O_(?:WRONLY|RDWR|CREAT)|(?:mkdir|mkdirat|rename|renameat2?|'
-                        r'unlink|unlinkat|rmdir|truncate|link|symlink)\()')
 
 
 def _train(np_, logdir, *flags, timeout=600):
@@ -35,18 +30,16 @@ def test_rank_0_is_the_only_writer(tmp_path):
     logdir, traces = tmp_path / "run", tmp_path / "traces"
     traces.mkdir()
     # Each rank runs under strace, recording its file-system calls in a trace named after its rank.
-    traced = ["sh", "-c", f'exec strace -f -qq -s 4096 -e trace=%file -o {traces}/rank$HOROVOD_RANK.trace "$@"', "sh",
-              PYTHON, "-m", "hvd_dqn.train", f"--logdir={logdir}", *SHORT_RUN, "--total_env_steps=4000"]
-    horovodrun(2, traced, timeout=600)
-    writes = {}
-    for rank in (0, 1):
-        lines = (traces / f"rank{rank}.trace").read_text().splitlines()
-        writes[rank] = [line for line in lines if WRITE_CALL.search(line) and str(logdir) in line]
+    horovodrun(2, traced_by_rank(traces) + [PYTHON, "-m", "hvd_dqn.train", f"--logdir={logdir}", *SHORT_RUN,
+                                            "--total_env_steps=4000"], timeout=600)
+    writes = {rank: writes_under(traces / f"rank{rank}.trace", logdir) for rank in (0, 1)}
     assert any("state.index" in line for line in writes[0]), "the trace must see rank 0's checkpoint writes"
     assert any("metrics.csv" in line for line in writes[0])
     assert writes[1] == [], "rank 1 wrote into the logdir:\n" + "\n".join(writes[1][:10])
-    assert [pathlib.Path(path).name for path in checkpoint.complete_checkpoints(str(logdir))] == \
-        ["ckpt-000000002000", "ckpt-000000004000"]
+    complete = checkpoint.complete_checkpoints(str(logdir))
+    assert [pathlib.Path(path).name for path in complete] == ["ckpt-000000002000", "ckpt-000000004000"]
+    digests = checkpoint.read_counters(complete[-1])["replica_weight_digests"]
+    assert len(digests) == 2 and digests[0] == digests[1]
 
 
 def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):

@@ -80,7 +80,8 @@ preflight() {
         [ -n '$probe' ] && [ -e '$probe' ] && echo LOGDIR_SHARED
         true" 2>&1)"; then
       echo "  $host: ssh failed: ${answer##*$'\n'}"
-      echo "    fix: password-less ssh, e.g. ssh-copy-id $host, and accept its host key once (ssh $host true)"
+      local connect="${ssh_port:+-p $ssh_port }${identity:+-i $identity }$host"
+      echo "    fix: password-less ssh (ssh-copy-id ${connect}), and accept its host key once: ssh ${connect} true"
       failed=1; continue
     fi
     if [[ "$answer" == *NO_REPO* ]]; then
@@ -115,8 +116,10 @@ case "$launcher" in
     ;;
   mpirun)
     command=(mpirun -np "$np" -H "$hosts" -bind-to none -map-by slot -mca pml ob1 -mca btl ^openib
-             -x PATH -x LD_LIBRARY_PATH -x TF_CPP_MIN_LOG_LEVEL)
-    for variable in $(compgen -e | grep '^HOROVOD_' || true); do command+=(-x "$variable"); done
+             -x PATH -x TF_CPP_MIN_LOG_LEVEL)
+    for variable in $(compgen -e | grep -E '^(HOROVOD_|NCCL_)|^LD_LIBRARY_PATH$' || true); do
+      command+=(-x "$variable")
+    done
     rsh_args="${ssh_options[*]}"
     command+=(-mca plm_rsh_args "$rsh_args")
     [[ -n "$nic" ]] && command+=(-mca btl_tcp_if_include "$nic" -mca oob_tcp_if_include "$nic")

@@ -10,6 +10,7 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=/dev/null
 source "$repo/scripts/launch_env.sh"
 out="${OUT:-$(mktemp -d)}"
+mkdir -p "$out"
 printf '%-6s %-5s %-10s %-8s %s\n' ranks seed env_steps wall_s eval_mean_return
 for np in ${NPS:-1 2}; do
   for seed in ${SEEDS:-0}; do

@@ -1,0 +1,138 @@
+"""The frame-deduplicated replay memory rebuilds exactly the stacks the environment produced."""
+import numpy as np
+import pytest
+
+from hvd_dqn.frame_replay import FrameReplayMemory
+
+STACK, SHAPE = 4, (2, 2)
+
+
+class StackingEnvs:
+    """Envs whose frames are filled with a distinct number (env * 1000 + step + 1), stacked the way
+    AtariVectorEnv does: a new episode's stack is three zero frames and its first frame."""
+
+    def __init__(self, num_envs):
+        self.num_envs = num_envs
+        self.step_count = 0
+        self.stacks = np.zeros((num_envs, STACK) + SHAPE, np.uint8)
+        for env in range(num_envs):
+            self.stacks[env, -1] = self._frame(env)
+
+    def _frame(self, env):
+        return np.full(SHAPE, (env * 50 + self.step_count + 1) % 256, np.uint8)
+
+    def step(self, ends):
+        """Advances every env; `ends[e]` ends env e's episode at this step. Returns (s_t+1 true, s_t+1 new)."""
+        self.step_count += 1
+        true_next = np.concatenate([self.stacks[:, 1:], np.stack([self._frame(e) for e in range(self.num_envs)])[:, None]], 1)
+        after = true_next.copy()
+        for env in np.flatnonzero(ends):
+            after[env] = 0
+            after[env, -1] = np.full(SHAPE, 200 + env, np.uint8)  # a fresh episode's first frame
+        self.stacks = after
+        return true_next, after
+
+
+def _run(memory, envs, schedule):
+    """Plays `schedule` (a list of per-step episode-end lists); returns {(env, entry): (s_t, a, r, d, s_t+1)}."""
+    expected, entry = {}, np.zeros(envs.num_envs, np.int64)
+    for step, ends in enumerate(schedule):
+        ends = np.asarray(ends, bool)
+        observation = envs.stacks.copy()
+        true_next, after = envs.step(ends)
+        action = np.full(envs.num_envs, step % 6)
+        reward = np.arange(envs.num_envs, dtype=np.float32) + step
+        discount = np.where(ends & (np.arange(envs.num_envs) % 2 == 0), 0.0, 1.0)  # even envs terminate
+        memory.add(observation, action, reward, discount, true_next, ends)
+        for env in range(envs.num_envs):
+            expected[(env, int(entry[env]))] = (observation[env], step % 6, reward[env], discount[env], true_next[env])
+        entry += 1 + ends
+    return expected
+
+
+def _check_all(memory, expected):
+    keys = [key for key in expected if memory.sampleable(np.array([key[0]]), np.array([key[1]]))[0]]
+    assert keys, "nothing sampleable"
+    envs, positions = np.array([k[0] for k in keys]), np.array([k[1] for k in keys])
+    batch = memory.gather(envs, positions)
+    for index, key in enumerate(keys):
+        observation, action, reward, discount, next_observation = expected[key]
+        np.testing.assert_array_equal(batch.observation_tm1[index], observation, err_msg=str(key))
+        np.testing.assert_array_equal(batch.observation_t[index], next_observation, err_msg=str(key))
+        assert (batch.action_tm1[index], batch.reward_t[index], batch.discount_t[index]) == (action, reward, discount)
+    return keys
+
+
+def _values(stack):
+    return [int(frame[0, 0]) for frame in stack]
+
+
+def test_first_steps_of_an_episode_are_zero_padded():
+    memory = FrameReplayMemory(capacity=40, num_envs=1, frame_shape=SHAPE)
+    envs = StackingEnvs(1)
+    _run(memory, envs, [[False]] * 3)
+    batch = memory.gather(np.array([0, 0]), np.array([0, 1]))
+    assert [_values(stack) for stack in batch.observation_tm1] == [[0, 0, 0, 1], [0, 0, 1, 2]]
+    assert [_values(stack) for stack in batch.observation_t] == [[0, 0, 1, 2], [0, 1, 2, 3]]
+    # The newest transition waits for its successor.
+    assert memory.sampleable(np.array([0, 0, 0]), np.array([0, 1, 2])).tolist() == [True, True, False]
+
+
+def test_an_episode_ending_inside_a_stack_leaks_no_frames():
+    memory = FrameReplayMemory(capacity=40, num_envs=1, frame_shape=SHAPE)
+    envs = StackingEnvs(1)
+    expected = _run(memory, envs, [[False], [True], [False], [False], [False]])
+    # Entries: 0,1 episode one; 2 its final observation; 3,4,5 episode two (5 awaits its successor).
+    assert memory.sampleable(np.array([0] * 6), np.arange(6)).tolist() == [True, True, False, True, True, False]
+    batch = memory.gather(np.array([0, 0, 0]), np.array([1, 3, 4]))
+    assert _values(batch.observation_t[0]) == [0, 1, 2, 3]  # the true last observation, to bootstrap from
+    assert _values(batch.observation_tm1[1]) == [0, 0, 0, 200]  # nothing of episode one
+    assert _values(batch.observation_tm1[2]) == [0, 0, 200, 4]
+    _check_all(memory, expected)
+
+
+def test_wrap_around_keeps_stacks_exact_and_refuses_overwritten_history():
+    memory = FrameReplayMemory(capacity=8, num_envs=1, frame_shape=SHAPE)
+    envs = StackingEnvs(1)
+    expected = _run(memory, envs, [[False]] * 13)  # 13 entries through a ring of 8
+    held = list(range(5, 13))
+    ok = memory.sampleable(np.zeros(8, np.int64), np.array(held)).tolist()
+    # 5..7 lack older frames (overwritten); 12 lacks its successor.
+    assert ok == [False, False, False, True, True, True, True, False]
+    batch = memory.gather(np.array([0]), np.array([8]))
+    assert _values(batch.observation_tm1[0]) == [6, 7, 8, 9]
+    keys = _check_all(memory, expected)
+    assert sorted(position for _, position in keys) == [8, 9, 10, 11]
+
+
+def test_two_interleaved_envs_with_different_episode_boundaries():
+    memory = FrameReplayMemory(capacity=60, num_envs=2, frame_shape=SHAPE)
+    envs = StackingEnvs(2)
+    schedule = [[False, False], [False, True], [True, False], [False, False], [False, True], [False, False]]
+    expected = _run(memory, envs, schedule)
+    keys = _check_all(memory, expected)
+    assert {env for env, _ in keys} == {0, 1}
+    # A terminated episode (even env) has discount 0; a truncated one (odd env) bootstraps.
+    assert expected[(0, 2)][3] == 0.0 and expected[(1, 1)][3] == 1.0
+
+
+def test_sampling_draws_only_sampleable_transitions_over_many_wraps():
+    memory = FrameReplayMemory(capacity=30, num_envs=3, frame_shape=SHAPE)
+    envs = StackingEnvs(3)
+    rng = np.random.default_rng(0)
+    expected = _run(memory, envs, [list(rng.random(3) < 0.15) for _ in range(60)])
+    batch = memory.sample(500, np.random.default_rng(1))
+    stored = {(tuple(_values(obs)), tuple(_values(nxt))) for obs, _, _, _, nxt in expected.values()}
+    for obs, nxt in zip(batch.observation_tm1, batch.observation_t):
+        assert (tuple(_values(obs)), tuple(_values(nxt))) in stored
+
+
+def test_memory_per_transition_fits_the_atari_budget():
+    memory = FrameReplayMemory(capacity=1000, num_envs=4)
+    assert memory.bytes_per_transition <= 7200
+    assert memory.bytes_per_transition == 84 * 84 + 1 + 4 + 4 + 1 + 1
+
+
+def test_empty_memory_refuses_to_sample():
+    with pytest.raises(ValueError, match="empty"):
+        FrameReplayMemory(capacity=40, num_envs=2, frame_shape=SHAPE).sample(4, np.random.default_rng(0))

@@ -30,6 +30,15 @@ class TrainConfig:
     num_envs: int = 4  # environments per rank, stepped as one vectorised env
     seed: int = 0  # rank r seeds its envs and RNGs with seed + r
 
+    # Atari only (ignored for classic control); see hvd_dqn.envs.AtariSettings for sources.
+    repeat_action_probability: float = 0.25  # sticky actions
+    full_action_space: bool = False
+    noop_max: int = 30  # no-op actions at episode start, at most
+    max_episode_frames: int = 108_000  # emulator frames; reaching it is a truncation
+    env_threads: int = 0  # emulator threads per rank; 0: this host's cores divided by its ranks
+    terminal_on_life_loss: bool = False  # for learning only: a lost life has discount 0
+    clip_rewards: bool = False  # learn from sign(reward); reported returns stay raw
+
     # Run length and schedule, all in env steps summed over ranks unless noted.
     total_env_steps: int = 100_000
     learning_starts: int = 1_000  # transitions in each rank's replay memory before updates begin (per rank)
@@ -115,6 +124,13 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     for name in ("epsilon_start", "epsilon_end", "eval_epsilon"):
         value = getattr(config, name)
         _require(0.0 <= value <= 1.0, name, value, "must be a probability in [0, 1]")
+    _require(0.0 <= config.repeat_action_probability <= 1.0, "repeat_action_probability",
+             config.repeat_action_probability, "must be a probability in [0, 1]")
+    for name in ("noop_max", "env_threads"):
+        value = getattr(config, name)
+        _require(isinstance(value, int) and value >= 0, name, value, "must be an integer >= 0")
+    _require(config.max_episode_frames > 0, "max_episode_frames", config.max_episode_frames,
+             "must be a positive integer")
     _require(0.0 <= config.gamma <= 1.0, "gamma", config.gamma, "must be a discount factor in [0, 1]")
     for name in ("learning_rate", "adam_epsilon", "huber_delta"):
         value = getattr(config, name)
@@ -139,15 +155,19 @@ def _check_env_id(env_id: str) -> None:
     import difflib
 
     import gymnasium
+    from ale_py.roms import get_all_rom_ids
+
+    from hvd_dqn.envs import atari_game
 
     registered = sorted(gymnasium.envs.registry.keys())
-    if env_id in registered:
+    if env_id in registered or atari_game(env_id) is not None:
         return
-    close = difflib.get_close_matches(env_id, registered, n=3)
+    close = difflib.get_close_matches(env_id, registered + sorted(get_all_rom_ids()), n=3)
     hint = f"did you mean {' or '.join(close)}? " if close else ""
     raise ConfigError(
         f"--env_id={env_id}: unknown environment id; {hint}"
-        "list the valid ids with: python -c 'import gymnasium; gymnasium.pprint_registry()'"
+        "list the valid ids with: python -c 'import gymnasium; gymnasium.pprint_registry()' "
+        "(classic control) or python -c 'import ale_py.roms; print(ale_py.roms.get_all_rom_ids())' (Atari)"
     )
 
 

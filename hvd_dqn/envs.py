@@ -1,6 +1,11 @@
 """Each rank's vectorised environment, and how one vector step becomes stored transitions.
 
-Environments use gymnasium's SAME_STEP autoreset: the step on which an episode ends already returns the
+Classic-control ids (CartPole-v1, ...) come from gymnasium's registry; Atari games (a plain name such as
+`pong` / `Pong`, or `ALE/Pong-v5`) from ale-py's C++ `AtariVectorEnv`, which runs the standard DQN
+preprocessing itself (84x84 grayscale, frame skip 4 with max-pool, 4-frame stacks, no-op starts, fire
+reset) on its own threads.
+
+Environments use SAME_STEP autoreset: the step on which an episode ends already returns the
 first observation of the next episode, and the true last observation goes to info["final_obs"]. The
 default NEXT_STEP mode instead returns a step that belongs to no transition, which naive replay code
 stores by mistake (see ../shared/TOOLCHAIN.md).
@@ -8,7 +13,8 @@ stores by mistake (see ../shared/TOOLCHAIN.md).
 from __future__ import annotations
 
 import dataclasses
-from typing import Tuple
+import re
+from typing import Optional, Tuple
 
 import gymnasium
 import numpy as np
@@ -31,8 +37,73 @@ def env_seeds(seed: int, count: int) -> list:
     return [int(value) for value in np.random.SeedSequence(seed).generate_state(count)]
 
 
-def make_vector_env(env_id: str, num_envs: int, vectorization_mode: str = "sync") -> gymnasium.vector.VectorEnv:
+@dataclasses.dataclass(frozen=True)
+class AtariSettings:
+    """The Atari protocol settings (Machado et al. 2018 recommend sticky actions, 0.25, over no-op starts
+    alone; Mnih et al. 2015 use up to 30 no-ops, reward clipping and life loss as terminal)."""
+
+    repeat_action_probability: float = 0.25
+    full_action_space: bool = False
+    noop_max: int = 30
+    max_episode_frames: int = 108_000  # 30 minutes of play at 60 Hz; a truncation, not a terminal
+    threads: int = 0  # emulator threads; 0: one per env, as ale-py chooses
+
+
+def atari_game(env_id: str) -> Optional[str]:
+    """ale-py's ROM id for an Atari env id (`pong`, `Pong`, `ALE/Pong-v5` -> `pong`), or None."""
+    from ale_py.roms import get_all_rom_ids
+
+    match = re.fullmatch(r"ALE/(\w+)-v5", env_id)
+    name = match.group(1) if match else env_id
+    snake = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", name).lower()
+    return snake if snake in get_all_rom_ids() else None
+
+
+class AtariVectorEnvAdapter:
+    """ale-py's AtariVectorEnv with the small differences from gymnasium's vector API smoothed over:
+    seeds may be a list, and info["life_lost"] marks envs that lost a life without ending the episode
+    (from info["lives"], so learning may treat it as terminal while episodes and scores stay whole)."""
+
+    def __init__(self, game: str, num_envs: int, settings: AtariSettings):
+        from ale_py.vector_env import AtariVectorEnv
+
+        self._env = AtariVectorEnv(
+            game, num_envs, num_threads=settings.threads, autoreset_mode="SameStep",
+            repeat_action_probability=settings.repeat_action_probability,
+            full_action_space=settings.full_action_space, noop_max=settings.noop_max,
+            max_num_frames_per_episode=settings.max_episode_frames,
+            # Rewards stay raw so reported returns are game scores; the trainer clips for learning.
+            reward_clipping=False, episodic_life=False)
+        self.num_envs = num_envs
+        self.single_observation_space = self._env.single_observation_space
+        self.single_action_space = self._env.single_action_space
+        self._lives = np.zeros(num_envs, dtype=np.int64)
+
+    def reset(self, seed=None):
+        if seed is not None:  # ale-py takes C ints: fold the 32-bit seeds into 31 bits
+            seed = np.asarray(seed, dtype=np.int64) % (2**31 - 1)
+        observation, info = self._env.reset(seed=seed)
+        self._lives = np.asarray(info["lives"], dtype=np.int64).copy()
+        return observation, info
+
+    def step(self, actions):
+        observation, reward, terminated, truncated, info = self._env.step(np.asarray(actions))
+        lives = np.asarray(info["lives"], dtype=np.int64)
+        done = terminated | truncated
+        info["life_lost"] = (lives < self._lives) & ~done
+        self._lives = lives.copy()  # after an episode ends, the new episode's lives
+        return observation, reward, terminated, truncated, info
+
+    def close(self):
+        self._env.close()
+
+
+def make_vector_env(env_id: str, num_envs: int, atari: AtariSettings = AtariSettings(),
+                    vectorization_mode: str = "sync"):
     """`num_envs` copies of `env_id` as one vector env with SAME_STEP autoreset; discrete actions only."""
+    game = atari_game(env_id)
+    if game is not None:
+        return AtariVectorEnvAdapter(game, num_envs, atari)
     env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=vectorization_mode,
                              vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
     if not isinstance(env.single_action_space, gymnasium.spaces.Discrete):
@@ -55,6 +126,17 @@ def true_next_observations(next_observation: np.ndarray, done: np.ndarray, info:
     if not done.any():
         return next_observation
     result = next_observation.copy()
-    ended = np.flatnonzero(info["_final_obs"])
+    # gymnasium marks the envs whose final_obs is set; ale-py fills final_obs densely for all envs.
+    ended = np.flatnonzero(info["_final_obs"] if "_final_obs" in info else done)
     result[ended] = np.stack(info["final_obs"][ended])
     return result
+
+
+def make_env_for(config, num_envs: int, ranks_on_host: int = 1):
+    """The vector env a TrainConfig describes, with `num_envs` envs, for one of `ranks_on_host` ranks."""
+    import os
+
+    threads = config.env_threads or max(1, (os.cpu_count() or 1) // ranks_on_host)
+    settings = AtariSettings(config.repeat_action_probability, config.full_action_space, config.noop_max,
+                             config.max_episode_frames, min(threads, num_envs))
+    return make_vector_env(config.env_id, num_envs, settings)

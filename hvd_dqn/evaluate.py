@@ -39,14 +39,15 @@ def evaluate(checkpoint_path: str, episodes: int, epsilon: float, seed: int) -> 
     from hvd_dqn import checkpoint
     from hvd_dqn.actor import EpsilonGreedyActor
     from hvd_dqn.config import TrainConfig
-    from hvd_dqn.envs import make_vector_env, spec_of
+    from hvd_dqn.envs import make_env_for, spec_of
     from hvd_dqn.evaluation import run_episodes
-    from hvd_dqn.networks import build_mlp_q_network
+    from hvd_dqn.networks import build_q_network
 
     config = TrainConfig.from_json(checkpoint.read_config_json(checkpoint_path))
-    env = make_vector_env(config.env_id, episodes)
+    env = make_env_for(config, episodes)
     spec = spec_of(env)
-    online = build_mlp_q_network(spec.observation_shape, spec.num_actions, config.hidden_sizes, "online")
+    online = build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions,
+                             config.hidden_sizes, "online")
     # Only the online network is needed to act; the optimizer and target network in the file are skipped.
     tf.train.Checkpoint(online=online).read(os.path.join(checkpoint_path, "state")).expect_partial()
     actor = EpsilonGreedyActor(online, spec.num_actions, np.random.default_rng(seed))

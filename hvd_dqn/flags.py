@@ -19,6 +19,15 @@ _HELP = {
     "env_id": "Gymnasium environment id, e.g. CartPole-v1.",
     "num_envs": "Environments per rank, stepped together as one vectorised env.",
     "seed": "Base random seed; rank r seeds its environments and exploration with seed + r.",
+    "repeat_action_probability": "Atari: probability that the emulator repeats the previous action (sticky actions; "
+                                 "0.25 in the current ALE protocol, Machado et al. 2018).",
+    "full_action_space": "Atari: use all 18 actions instead of the game's minimal set.",
+    "noop_max": "Atari: at most this many no-op actions at the start of each episode.",
+    "max_episode_frames": "Atari: emulator frames after which an episode is truncated (bootstrapped, not terminal).",
+    "env_threads": "Atari: emulator threads per rank; 0: this host's cores divided by the ranks on it.",
+    "terminal_on_life_loss": "Atari: treat a lost life as terminal for learning (Mnih et al. 2015); episodes "
+                             "and reported scores still run to game over.",
+    "clip_rewards": "Learn from sign(reward) (Mnih et al. 2015); reported returns stay the raw game score.",
     "total_env_steps": "Length of training in env steps, summed over all envs of all ranks.",
     "learning_starts": "Transitions each rank's replay memory holds before updates begin (per rank).",
     "train_frequency": "Env steps per rank between two gradient updates (the replay ratio is "

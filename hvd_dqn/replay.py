@@ -51,8 +51,10 @@ class ReplayMemory:
         arrays = (self._observations, self._next_observations, self._actions, self._rewards, self._discounts)
         return sum(array.nbytes for array in arrays) // self.capacity
 
-    def add(self, observation, action, reward, discount, next_observation) -> None:
-        """Stores a batch of N transitions (one per environment); each argument has leading dimension N."""
+    def add(self, observation, action, reward, discount, next_observation, episode_ended=None) -> None:
+        """Stores a batch of N transitions (one per environment); each argument has leading dimension N.
+        `episode_ended` is accepted for the same interface as FrameReplayMemory; whole observations are
+        stored here, so nothing depends on it."""
         count = len(action)
         if count > self.capacity:
             raise ValueError(f"cannot add {count} transitions at once to a memory of capacity {self.capacity}")

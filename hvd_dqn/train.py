@@ -43,10 +43,9 @@ class Trainer:
         import tensorflow as tf
 
         from hvd_dqn.actor import EpsilonGreedyActor
-        from hvd_dqn.envs import make_vector_env, spec_of
+        from hvd_dqn.envs import make_env_for, spec_of
         from hvd_dqn.learner import DQNLearner, make_optimizer
-        from hvd_dqn.networks import build_mlp_q_network
-        from hvd_dqn.replay import ReplayMemory
+        from hvd_dqn.networks import build_q_network
         from hvd_dqn.schedules import LinearSchedule
 
         self.config = config
@@ -57,14 +56,14 @@ class Trainer:
         tf.keras.utils.set_random_seed(rank_seed)  # only rank 0's initial weights survive the broadcast
         self.rng = np.random.default_rng(rank_seed)
 
-        self.env = make_vector_env(config.env_id, config.num_envs)
+        self.env = make_env_for(config, config.num_envs, self.world.local_size)
         spec = spec_of(self.env)
-        online = build_mlp_q_network(spec.observation_shape, spec.num_actions, config.hidden_sizes, "online")
-        target = build_mlp_q_network(spec.observation_shape, spec.num_actions, config.hidden_sizes, "target")
+        online, target = (build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions,
+                                          config.hidden_sizes, name) for name in ("online", "target"))
         optimizer = make_optimizer(config.learning_rate, config.adam_epsilon, config.max_grad_norm,
                                    self.world.size, config.scale_lr_by_workers, config.lr_warmup_updates)
         self.learner = DQNLearner(online, target, optimizer, config.gamma, config.double_dqn, config.huber_delta)
-        self.replay = ReplayMemory(config.replay_capacity, spec.observation_shape, np.float32)
+        self.replay = make_replay_memory(config, spec)
         self.actor = EpsilonGreedyActor(online, spec.num_actions, self.rng)
         self.epsilon = LinearSchedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_env_steps)
         self.eval_env = self._make_eval_env()
@@ -74,12 +73,14 @@ class Trainer:
 
     # --- set-up ----------------------------------------------------------------------------------------
     def _make_eval_env(self):
-        from hvd_dqn.envs import make_vector_env
+        from hvd_dqn.envs import make_env_for
 
         # Evaluation episodes are split over ranks; rank r plays its share in parallel envs.
         share = self.config.eval_episodes // self.world.size
         share += int(self.world.rank < self.config.eval_episodes % self.world.size)
-        return make_vector_env(self.config.env_id, share) if share and self.config.eval_interval_env_steps else None
+        if not share or not self.config.eval_interval_env_steps:
+            return None
+        return make_env_for(self.config, share, self.world.local_size)
 
     def restore_or_broadcast(self) -> None:
         """Rank 0 loads the latest checkpoint when resuming; then everything it holds is broadcast."""
@@ -160,8 +161,12 @@ class Trainer:
         next_observation, reward, terminated, truncated, info = self.env.step(action)
         done = terminated | truncated
         # Bootstrap after truncations (discount 1), not after terminations (discount 0).
-        self.replay.add(observation, action, reward, 1.0 - terminated.astype(np.float32),
-                        true_next_observations(next_observation, done, info))
+        discount = 1.0 - terminated.astype(np.float32)
+        if self.config.terminal_on_life_loss and "life_lost" in info:
+            discount[info["life_lost"]] = 0.0
+        learning_reward = np.sign(reward) if self.config.clip_rewards else reward
+        self.replay.add(observation, action, learning_reward, discount,
+                        true_next_observations(next_observation, done, info), done)
         finished_returns, finished_lengths = self.episodes.step(reward, done)
         if len(finished_returns):
             self.rank_metrics.record_episodes(finished_returns, finished_lengths)
@@ -255,7 +260,19 @@ class Trainer:
 
 
 # Settings that decide the shapes of what a checkpoint holds; a resumed run must agree on them.
-_CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes")
+_CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space")
+
+
+def make_replay_memory(config: TrainConfig, spec):
+    """Frame-deduplicated memory for stacked frames, the plain ring for vector observations."""
+    from hvd_dqn.frame_replay import FrameReplayMemory
+    from hvd_dqn.networks import is_image_observation
+    from hvd_dqn.replay import ReplayMemory
+
+    if is_image_observation(spec.observation_shape, spec.observation_dtype):
+        stack, *frame_shape = spec.observation_shape
+        return FrameReplayMemory(config.replay_capacity, config.num_envs, tuple(frame_shape), stack)
+    return ReplayMemory(config.replay_capacity, spec.observation_shape, np.float32)
 
 
 def incompatibility(config: TrainConfig, saved: TrainConfig):

@@ -49,6 +49,9 @@ class TrainConfig:
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
     epsilon_decay_env_steps: int = 50_000
+    apex_exploration: bool = False  # fixed per-env epsilons across all ranks' envs instead of the schedule
+    apex_epsilon_base: float = 0.4
+    apex_alpha: float = 7.0
 
     # Replay memory.
     replay_capacity: int = 50_000  # transitions per rank
@@ -121,7 +124,7 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     for name in non_negative_ints:
         value = getattr(config, name)
         _require(isinstance(value, int) and value >= 0, name, value, "must be an integer >= 0")
-    for name in ("epsilon_start", "epsilon_end", "eval_epsilon"):
+    for name in ("epsilon_start", "epsilon_end", "eval_epsilon", "apex_epsilon_base"):
         value = getattr(config, name)
         _require(0.0 <= value <= 1.0, name, value, "must be a probability in [0, 1]")
     _require(0.0 <= config.repeat_action_probability <= 1.0, "repeat_action_probability",
@@ -131,6 +134,7 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
         _require(isinstance(value, int) and value >= 0, name, value, "must be an integer >= 0")
     _require(config.max_episode_frames > 0, "max_episode_frames", config.max_episode_frames,
              "must be a positive integer")
+    _require(config.apex_alpha >= 0.0, "apex_alpha", config.apex_alpha, "must be a number >= 0")
     _require(0.0 <= config.gamma <= 1.0, "gamma", config.gamma, "must be a discount factor in [0, 1]")
     for name in ("learning_rate", "adam_epsilon", "huber_delta"):
         value = getattr(config, name)

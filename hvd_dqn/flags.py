@@ -36,6 +36,10 @@ _HELP = {
     "epsilon_start": "Exploration probability at the first env step.",
     "epsilon_end": "Exploration probability after the decay.",
     "epsilon_decay_env_steps": "Env steps (summed over ranks) over which epsilon falls linearly from start to end.",
+    "apex_exploration": "Ape-X exploration (Horgan et al. 2018): env i of the N envs of all ranks acts with the "
+                        "fixed epsilon_i = base^(1 + alpha * i / (N - 1)) instead of following the schedule.",
+    "apex_epsilon_base": "Ape-X exploration: the base epsilon (0.4 in Ape-X).",
+    "apex_alpha": "Ape-X exploration: how fast epsilon falls across the envs (7 in Ape-X).",
     "replay_capacity": "Transitions each rank's replay memory holds (per rank); the oldest are overwritten.",
     "batch_size": "Transitions per rank per update; the effective batch is batch_size x ranks.",
     "gamma": "Discount factor per env step.",

@@ -26,6 +26,16 @@ class LinearSchedule:
         return float(self.start + fraction * (self.end - self.start))
 
 
+def apex_epsilons(num_envs_total: int, base: float = 0.4, alpha: float = 7.0) -> np.ndarray:
+    """Fixed exploration rates for the N envs of all ranks, as in Ape-X (Horgan et al. 2018):
+    epsilon_i = base ** (1 + alpha * i / (N - 1)), from `base` for env 0 down to base ** (1 + alpha).
+    Different envs then explore at different rates instead of all following one schedule."""
+    if num_envs_total == 1:
+        return np.array([base])
+    exponents = 1.0 + alpha * np.arange(num_envs_total) / (num_envs_total - 1)
+    return base**exponents
+
+
 # Registered so Horovod can rebuild the optimizer from its config (DistributedOptimizer uses from_config).
 @tf.keras.utils.register_keras_serializable(package="hvd_dqn")
 class WarmupToScaledLearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):

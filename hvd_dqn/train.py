@@ -46,7 +46,7 @@ class Trainer:
         from hvd_dqn.envs import make_env_for, spec_of
         from hvd_dqn.learner import DQNLearner, make_optimizer
         from hvd_dqn.networks import build_q_network
-        from hvd_dqn.schedules import LinearSchedule
+        from hvd_dqn.schedules import LinearSchedule, apex_epsilons
 
         self.config = config
         self.world = distributed.init_horovod(config.intra_op_threads, config.inter_op_threads,
@@ -66,6 +66,12 @@ class Trainer:
         self.replay = make_replay_memory(config, spec)
         self.actor = EpsilonGreedyActor(online, spec.num_actions, self.rng)
         self.epsilon = LinearSchedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_env_steps)
+        self.env_epsilons = None  # with Ape-X exploration: this rank's share of the fixed per-env epsilons
+        if config.apex_exploration:
+            all_epsilons = apex_epsilons(config.num_envs * self.world.size, config.apex_epsilon_base,
+                                         config.apex_alpha)
+            self.env_epsilons = all_epsilons[self.world.rank * config.num_envs:][:config.num_envs]
+            self.mean_env_epsilon = float(all_epsilons.mean())
         self.eval_env = self._make_eval_env()
         self.counters = Counters()
         self.unreported_episodes = 0  # episodes this rank finished since the counters were last summed
@@ -140,7 +146,7 @@ class Trainer:
         stop = False
         while self.counters.env_steps < config.total_env_steps and not stop:
             previous_env_steps = self.counters.env_steps
-            epsilon = self.epsilon(previous_env_steps)
+            epsilon = self.epsilon(previous_env_steps) if self.env_epsilons is None else self.env_epsilons
             observation = self._act_and_store(observation, epsilon)
             self.counters.env_steps += config.num_envs * world.size
             self._learn()
@@ -227,6 +233,8 @@ class Trainer:
         self._sum_episode_counts()
         if self.writer is None:
             return
+        if self.env_epsilons is not None:
+            epsilon = self.mean_env_epsilon  # the mean over all ranks' envs
         row = dict(window, env_steps=self.counters.env_steps, updates=self.counters.updates,
                    episodes=self.counters.episodes, epsilon=epsilon,
                    learning_rate=current_learning_rate(self.learner.optimizer))

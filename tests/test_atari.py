@@ -1,4 +1,5 @@
 """Atari through ale-py's AtariVectorEnv: ids, life-loss signals, and a short real training run."""
+import csv
 import json
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 from conftest import PYTHON, REPO, horovodrun, python_module
 from hvd_dqn import checkpoint
 from hvd_dqn.envs import AtariSettings, atari_game, env_seeds, make_vector_env, spec_of
+from hvd_dqn.schedules import apex_epsilons
 
 
 @pytest.mark.parametrize("env_id, game", [("pong", "pong"), ("Pong", "pong"), ("ALE/Pong-v5", "pong"),
@@ -52,6 +54,10 @@ def test_atari_smoke_run_trains_checkpoints_and_evaluates(tmp_path):
     assert counters["episodes"] > 0  # 300-step episodes were truncated and bootstrapped
     digests = counters["replica_weight_digests"]
     assert len(digests) == 2 and digests[0] == digests[1]
+    with open(logdir / "metrics.csv") as handle:
+        epsilons = {float(row["epsilon"]) for row in csv.DictReader(handle)}
+    assert len(epsilons) == 1  # Ape-X: fixed per env, no schedule
+    assert epsilons.pop() == pytest.approx(float(apex_epsilons(2 * 4).mean()), abs=1e-5)
     report = tmp_path / "eval.json"
     python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=2", "--epsilon=0.05", f"--json={report}"],
                   timeout=300)

@@ -21,3 +21,14 @@ def test_learning_rate_warms_up_to_the_scaled_value(update, expected):
 
 def test_learning_rate_without_warmup_is_scaled_at_once():
     assert float(WarmupToScaledLearningRate(1e-3, 2, 0)(0)) == pytest.approx(2e-3)
+
+
+def test_apex_epsilons_span_base_to_base_to_the_one_plus_alpha():
+    from hvd_dqn.schedules import apex_epsilons
+
+    values = apex_epsilons(8, base=0.4, alpha=7.0)
+    assert values[0] == pytest.approx(0.4)
+    assert values[-1] == pytest.approx(0.4**8)
+    assert values[3] == pytest.approx(0.4 ** (1 + 7 * 3 / 7))
+    assert list(values) == sorted(values, reverse=True)
+    assert apex_epsilons(1).tolist() == [0.4]

@@ -61,8 +61,10 @@ def atari_game(env_id: str) -> Optional[str]:
 
 class AtariVectorEnvAdapter:
     """ale-py's AtariVectorEnv with the small differences from gymnasium's vector API smoothed over:
-    seeds may be a list, and info["life_lost"] marks envs that lost a life without ending the episode
-    (from info["lives"], so learning may treat it as terminal while episodes and scores stay whole)."""
+    seeds may be a list; info["_final_obs"] marks the envs whose info["final_obs"] holds a last
+    observation (ale-py fills that array for all envs, without gymnasium's mask); and info["life_lost"]
+    marks envs that lost a life without ending the episode (from info["lives"], so learning may treat it
+    as terminal while episodes and scores stay whole)."""
 
     def __init__(self, game: str, num_envs: int, settings: AtariSettings):
         from ale_py.vector_env import AtariVectorEnv
@@ -90,6 +92,8 @@ class AtariVectorEnvAdapter:
         observation, reward, terminated, truncated, info = self._env.step(np.asarray(actions))
         lives = np.asarray(info["lives"], dtype=np.int64)
         done = terminated | truncated
+        if "final_obs" in info:
+            info["_final_obs"] = done
         info["life_lost"] = (lives < self._lives) & ~done
         self._lives = lives.copy()  # after an episode ends, the new episode's lives
         return observation, reward, terminated, truncated, info
@@ -126,8 +130,7 @@ def true_next_observations(next_observation: np.ndarray, done: np.ndarray, info:
     if not done.any():
         return next_observation
     result = next_observation.copy()
-    # gymnasium marks the envs whose final_obs is set; ale-py fills final_obs densely for all envs.
-    ended = np.flatnonzero(info["_final_obs"] if "_final_obs" in info else done)
+    ended = np.flatnonzero(info["_final_obs"])
     result[ended] = np.stack(info["final_obs"][ended])
     return result
 

@@ -8,7 +8,8 @@ import pathlib
 
 from setuptools import find_packages, setup
 
-RUNTIME_REQUIREMENTS = ("tensorflow", "horovod", "numpy", "absl-py", "gymnasium", "ale-py")
+RUNTIME_REQUIREMENTS = ("tensorflow", "horovod", "numpy", "absl-py", "gymnasium", "ale-py", "matplotlib", "pillow",
+                        "imageio", "imageio-ffmpeg", "pygame")
 
 
 def pinned(names):

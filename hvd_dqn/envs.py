@@ -59,6 +59,14 @@ def atari_game(env_id: str) -> Optional[str]:
     return snake if snake in get_all_rom_ids() else None
 
 
+ATARI_FRAME_SKIP = 4  # Mnih et al. 2015: each action repeated for 4 frames, the last two max-pooled
+
+
+def frames_per_step(env_id: str) -> int:
+    """Emulator frames per agent step: ATARI_FRAME_SKIP for Atari games, 1 otherwise."""
+    return ATARI_FRAME_SKIP if atari_game(env_id) is not None else 1
+
+
 class AtariVectorEnvAdapter:
     """ale-py's AtariVectorEnv with the small differences from gymnasium's vector API smoothed over:
     seeds may be a list; info["_final_obs"] marks the envs whose info["final_obs"] holds a last
@@ -66,16 +74,22 @@ class AtariVectorEnvAdapter:
     marks envs that lost a life without ending the episode (from info["lives"], so learning may treat it
     as terminal while episodes and scores stay whole)."""
 
-    def __init__(self, game: str, num_envs: int, settings: AtariSettings):
+    def __init__(self, game: str, num_envs: int, settings: AtariSettings, screen: Optional[Tuple[int, int]] = None):
+        """`screen=(height, width)` gives colour frames of that size, one per step (for videos), instead of
+        the agent's 84x84 grayscale 4-frame stacks; the emulation is the same."""
         from ale_py.vector_env import AtariVectorEnv
 
+        observation_format = dict(img_height=84, img_width=84, grayscale=True, stack_num=4, maxpool=True)
+        if screen is not None:
+            observation_format = dict(img_height=screen[0], img_width=screen[1], grayscale=False, stack_num=1,
+                                      maxpool=False)
         self._env = AtariVectorEnv(
-            game, num_envs, num_threads=settings.threads, autoreset_mode="SameStep",
+            game, num_envs, num_threads=settings.threads, autoreset_mode="SameStep", frameskip=ATARI_FRAME_SKIP,
             repeat_action_probability=settings.repeat_action_probability,
             full_action_space=settings.full_action_space, noop_max=settings.noop_max,
             max_num_frames_per_episode=settings.max_episode_frames,
             # Rewards stay raw so reported returns are game scores; the trainer clips for learning.
-            reward_clipping=False, episodic_life=False)
+            reward_clipping=False, episodic_life=False, **observation_format)
         self.num_envs = num_envs
         self.single_observation_space = self._env.single_observation_space
         self.single_action_space = self._env.single_action_space
@@ -133,6 +147,16 @@ def true_next_observations(next_observation: np.ndarray, done: np.ndarray, info:
     ended = np.flatnonzero(info["_final_obs"])
     result[ended] = np.stack(info["final_obs"][ended])
     return result
+
+
+def learning_discounts(terminated: np.ndarray, info: dict, terminal_on_life_loss: bool) -> np.ndarray:
+    """The discount stored with each env's transition: 0 where the episode terminated (nothing to bootstrap
+    from) and, with `terminal_on_life_loss`, where a life was lost; 1 elsewhere, truncations included (the
+    time limit is not part of the task, so the target bootstraps from s_t+1)."""
+    discount = 1.0 - terminated.astype(np.float32)
+    if terminal_on_life_loss and "life_lost" in info:
+        discount[info["life_lost"]] = 0.0
+    return discount
 
 
 def make_env_for(config, num_envs: int, ranks_on_host: int = 1):

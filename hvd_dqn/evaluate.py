@@ -1,16 +1,19 @@
 """Plays evaluation episodes with a trained agent:
 
-    python -m hvd_dqn.evaluate --logdir=runs/cartpole --episodes=20 --json=eval.json
+    python -m hvd_dqn.evaluate --logdir=runs/pong --episodes=10 --epsilon=0.05 --json=eval.json --video=pong.mp4
 
 Loads the latest complete checkpoint in --logdir (or --checkpoint), rebuilds the network from the config
-stored beside it, plays --episodes episodes (greedy unless --epsilon > 0) and prints and writes
-{"mean_return": ..., "episodes": N, ...}. Runs in one process; Horovod is not needed.
+stored beside it, plays --episodes episodes (greedy unless --epsilon > 0; Atari games with the training
+run's no-op starts and sticky actions) and prints and writes {"mean_return": ..., "median_return": ...,
+"episodes": N, ...} with raw game scores. With --video it also films one more episode from the full-colour
+screen. Runs in one process; Horovod is not needed.
 """
 from __future__ import annotations
 
 import json
 import os
 import sys
+from typing import Optional
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # see hvd_dqn/train.py
 
@@ -24,6 +27,7 @@ flags.DEFINE_integer("episodes", 20, "Episodes to play, in parallel environments
 flags.DEFINE_float("epsilon", 0.0, "Exploration probability while evaluating (0 is greedy).")
 flags.DEFINE_integer("seed", 12345, "Seed of the evaluation environments (distinct from training's by default).")
 flags.DEFINE_string("json", None, "Also write the results to this JSON file.")
+flags.DEFINE_string("video", None, "Also record one episode (same --epsilon and --seed) to this .mp4 or .gif file.")
 FLAGS = flags.FLAGS
 
 
@@ -31,8 +35,9 @@ class EvaluationError(Exception):
     pass
 
 
-def evaluate(checkpoint_path: str, episodes: int, epsilon: float, seed: int) -> dict:
-    """Returns the summary of `episodes` episodes played by the checkpoint's online network."""
+def evaluate(checkpoint_path: str, episodes: int, epsilon: float, seed: int, video: Optional[str] = None) -> dict:
+    """Returns the summary of `episodes` episodes played by the checkpoint's online network; with `video`,
+    also films one episode into that file."""
     import numpy as np
     import tensorflow as tf
 
@@ -54,9 +59,20 @@ def evaluate(checkpoint_path: str, episodes: int, epsilon: float, seed: int) -> 
     results = run_episodes(actor, env, epsilon, seed)
     env.close()
     counters = checkpoint.read_counters(checkpoint_path)
-    return dict(results.summary(), env_id=config.env_id, epsilon=epsilon, seed=seed,
-                checkpoint=checkpoint_path, env_steps=counters["env_steps"], updates=counters["updates"],
-                returns=[float(value) for value in results.returns])
+    summary = dict(results.summary(), env_id=config.env_id, epsilon=epsilon, seed=seed,
+                   checkpoint=checkpoint_path, env_steps=counters["env_steps"], updates=counters["updates"],
+                   returns=[float(value) for value in results.returns])
+    if video:
+        from hvd_dqn.video import record_episode, write_video
+
+        recorded = record_episode(actor, config, epsilon, seed)
+        try:
+            write_video(video, recorded.frames, recorded.frames_per_second)
+        except OSError as error:
+            raise EvaluationError(f"--video={video}: cannot write ({error.strerror or error})") from error
+        summary["video"] = dict(path=video, episode_return=recorded.episode_return, length=recorded.length,
+                                frames=len(recorded.frames), frames_per_second=recorded.frames_per_second)
+    return summary
 
 
 def resolve_checkpoint(logdir, explicit) -> str:
@@ -83,9 +99,16 @@ def main(argv) -> None:
         _fail(f"--episodes={FLAGS.episodes}: must be a positive integer")
     if not 0.0 <= FLAGS.epsilon <= 1.0:
         _fail(f"--epsilon={FLAGS.epsilon}: must be a probability in [0, 1]")
+    if FLAGS.video:
+        from hvd_dqn.video import check_video_path
+
+        try:
+            check_video_path(FLAGS.video)  # before the episodes, not after
+        except ValueError as error:
+            _fail(str(error))
     try:
         path = resolve_checkpoint(FLAGS.logdir, FLAGS.checkpoint)
-        result = evaluate(path, FLAGS.episodes, FLAGS.epsilon, FLAGS.seed)
+        result = evaluate(path, FLAGS.episodes, FLAGS.epsilon, FLAGS.seed, FLAGS.video)
     except EvaluationError as error:
         _fail(str(error))
     text = json.dumps(result, indent=2)

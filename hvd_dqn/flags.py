@@ -68,23 +68,23 @@ _HELP = {
 }
 
 
-def define_flags() -> None:
-    """Defines one absl flag per TrainConfig field. Safe to call more than once."""
+def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
+    """Defines one absl flag per TrainConfig field in `flag_values`. Safe to call more than once."""
     for field in dataclasses.fields(TrainConfig):
-        if field.name in flags.FLAGS:
+        if field.name in flag_values:
             continue
         default = getattr(_DEFAULTS, field.name)
         help_text = _HELP[field.name]
         if isinstance(default, bool):
-            flags.DEFINE_bool(field.name, default, help_text)
+            flags.DEFINE_bool(field.name, default, help_text, flag_values=flag_values)
         elif isinstance(default, int):
-            flags.DEFINE_integer(field.name, default, help_text)
+            flags.DEFINE_integer(field.name, default, help_text, flag_values=flag_values)
         elif isinstance(default, float) or field.name == "stop_at_eval_return":
-            flags.DEFINE_float(field.name, default, help_text)
+            flags.DEFINE_float(field.name, default, help_text, flag_values=flag_values)
         elif isinstance(default, tuple):
-            flags.DEFINE_list(field.name, [str(size) for size in default], help_text)
+            flags.DEFINE_list(field.name, [str(size) for size in default], help_text, flag_values=flag_values)
         else:
-            flags.DEFINE_string(field.name, default, help_text)
+            flags.DEFINE_string(field.name, default, help_text, flag_values=flag_values)
 
 
 def config_from_flags(flag_values=flags.FLAGS, check_logdir_writable: bool = True) -> TrainConfig:

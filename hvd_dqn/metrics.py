@@ -1,8 +1,10 @@
 """Training metrics: accumulated on every rank, summed over ranks at each log point, written by rank 0.
 
 Rank 0 writes each row three ways: a progress line on the console, TensorBoard scalars under namespaced
-tags (`charts/...`, `losses/...`, as CleanRL names them) and a row of <logdir>/metrics.csv. On resume the
-CSV is appended to, not replaced.
+tags (`charts/...`, `losses/...`, as CleanRL names them) and a row of <logdir>/metrics.csv. Every finished
+training episode of every rank also becomes a row of <logdir>/episodes.csv (env steps and frames at its end,
+rank, env, raw return, length), from which scripts/plot_curves.py draws curves with a band over ranks.
+On resume both CSVs are appended to, not replaced.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import datetime
 import math
 import os
 import time
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 from absl import logging
@@ -19,10 +21,12 @@ from absl import logging
 from hvd_dqn import distributed
 
 CSV_COLUMNS = (
-    "env_steps", "updates", "episodes", "episode_return_mean", "episode_length_mean", "episodes_in_window",
+    "env_steps", "env_frames", "updates", "episodes", "episode_return_mean", "episode_length_mean", "episodes_in_window",
     "td_loss", "q_mean", "epsilon", "learning_rate", "env_steps_per_second", "eval_return_mean",
     "wall_time_s",
 )
+
+EPISODE_CSV_COLUMNS = ("env_steps", "env_frames", "rank", "env", "return", "length")
 
 # CSV column -> TensorBoard tag.
 TENSORBOARD_TAGS = {
@@ -45,17 +49,18 @@ class EpisodeTracker:
         self._lengths = np.zeros(num_envs, dtype=np.int64)
 
     def step(self, rewards: np.ndarray, done: np.ndarray):
-        """Adds one step's rewards; returns (returns, lengths) of the episodes that just ended."""
+        """Adds one step's rewards; returns (envs, returns, lengths) of the episodes that just ended."""
         self._returns += rewards
         self._lengths += 1
-        finished = self._returns[done], self._lengths[done]
+        finished = np.flatnonzero(done), self._returns[done], self._lengths[done]
         self._returns[done] = 0.0
         self._lengths[done] = 0
         return finished
 
 
 class RankMetrics:
-    """This rank's sums since the last log point; `reduce` sums them over all ranks and clears them."""
+    """This rank's episodes and update statistics since the last log point; `reduce` combines them over all
+    ranks and clears them."""
 
     def __init__(self):
         self._clear()
@@ -63,22 +68,26 @@ class RankMetrics:
     def _clear(self):
         self.return_sum = self.length_sum = self.episodes = 0.0
         self.loss_sum = self.q_sum = self.updates = 0.0
+        self.episode_rows = []  # (env steps at the end, env, return, length)
 
-    def record_episodes(self, returns: np.ndarray, lengths: np.ndarray) -> None:
+    def record_episodes(self, env_steps: int, envs: np.ndarray, returns: np.ndarray, lengths: np.ndarray) -> None:
         self.return_sum += float(np.sum(returns))
         self.length_sum += float(np.sum(lengths))
         self.episodes += len(returns)
+        self.episode_rows.extend(zip([env_steps] * len(envs), envs.tolist(), returns.tolist(), lengths.tolist()))
 
     def record_update(self, metrics: Dict[str, float]) -> None:
         self.loss_sum += metrics["td_loss"]
         self.q_sum += metrics["q_mean"]
         self.updates += 1
 
-    def reduce(self) -> Dict[str, float]:
-        """Collective: every rank must call it at the same point. Returns the means over all ranks."""
+    def reduce(self) -> Tuple[Dict[str, float], List[list]]:
+        """Collective: every rank must call it at the same point. Returns the means over all ranks and each
+        rank's episode rows (a list per rank, in rank order)."""
         totals = distributed.sum_over_ranks(
             np.array([self.return_sum, self.length_sum, self.episodes, self.loss_sum, self.q_sum, self.updates]),
             name="metrics_window")
+        episode_rows = distributed.gather_objects(self.episode_rows, "episode_rows")
         return_sum, length_sum, episodes, loss_sum, q_sum, updates = totals
         self._clear()
         return {
@@ -87,25 +96,32 @@ class RankMetrics:
             "episodes_in_window": int(episodes),
             "td_loss": loss_sum / updates if updates else math.nan,
             "q_mean": q_sum / updates if updates else math.nan,
-        }
+        }, episode_rows
 
 
 class MetricsWriter:
     """Rank 0's console, TensorBoard and CSV output."""
 
-    def __init__(self, logdir: str, total_env_steps: int, start_env_steps: int):
+    def __init__(self, logdir: str, total_env_steps: int, start_env_steps: int, frames_per_step: int):
         import tensorflow as tf
 
         self._total_env_steps = total_env_steps
+        self._frames_per_step = frames_per_step
         self._last_env_steps = start_env_steps
         self._last_time = self._start_time = time.monotonic()
         self._tensorboard = tf.summary.create_file_writer(logdir)
-        path = os.path.join(logdir, "metrics.csv")
-        append = os.path.exists(path) and os.path.getsize(path) > 0
-        self._csv_file = open(path, "a" if append else "w", newline="")
-        self._csv = csv.DictWriter(self._csv_file, fieldnames=CSV_COLUMNS, restval="")
-        if not append:
-            self._csv.writeheader()
+        self._csv_file, self._csv = _open_csv(os.path.join(logdir, "metrics.csv"), CSV_COLUMNS)
+        self._episodes_file, self._episodes = _open_csv(os.path.join(logdir, "episodes.csv"), EPISODE_CSV_COLUMNS)
+
+    def write_episodes(self, rows_by_rank: List[list]) -> None:
+        """Appends each rank's finished episodes to episodes.csv, in order of env steps."""
+        rows = [(env_steps, rank, env, episode_return, length)
+                for rank, rows in enumerate(rows_by_rank) for env_steps, env, episode_return, length in rows]
+        for env_steps, rank, env, episode_return, length in sorted(rows):
+            self._episodes.writerow({"env_steps": env_steps, "env_frames": env_steps * self._frames_per_step,
+                                     "rank": rank, "env": env, "return": _format(float(episode_return)),
+                                     "length": length})
+        self._episodes_file.flush()
 
     def write(self, row: Dict[str, float], eval_return_mean: Optional[float] = None) -> None:
         """Completes `row` with throughput and wall time, then prints, logs to TensorBoard and appends to CSV."""
@@ -115,10 +131,11 @@ class MetricsWriter:
         env_steps = row["env_steps"]
         steps_per_second = (env_steps - self._last_env_steps) / max(now - self._last_time, 1e-9)
         self._last_env_steps, self._last_time = env_steps, now
-        row = dict(row, env_steps_per_second=steps_per_second, wall_time_s=now - self._start_time)
+        row = dict(row, env_steps_per_second=steps_per_second, wall_time_s=now - self._start_time,
+                   env_frames=env_steps * self._frames_per_step)
         if eval_return_mean is not None:
             row["eval_return_mean"] = eval_return_mean
-        self._csv.writerow({key: _format(value) for key, value in row.items() if key in CSV_COLUMNS})
+        self._csv.writerow({key: _format(value) for key, value in row.items()})
         self._csv_file.flush()
         with self._tensorboard.as_default(step=int(env_steps)):
             for column, tag in TENSORBOARD_TAGS.items():
@@ -147,7 +164,22 @@ class MetricsWriter:
 
     def close(self) -> None:
         self._csv_file.close()
+        self._episodes_file.close()
         self._tensorboard.close()
+
+
+def _open_csv(path: str, columns):
+    """A DictWriter appending to `path`. An existing file keeps its own header (so a run resumed by a newer
+    version still writes rows that line up); columns it lacks are left out."""
+    if os.path.exists(path) and os.path.getsize(path) > 0:
+        with open(path, newline="") as handle:
+            columns = next(csv.reader(handle))
+        handle = open(path, "a", newline="")
+        return handle, csv.DictWriter(handle, fieldnames=columns, restval="", extrasaction="ignore")
+    handle = open(path, "w", newline="")
+    writer = csv.DictWriter(handle, fieldnames=columns, restval="", extrasaction="ignore")
+    writer.writeheader()
+    return handle, writer
 
 
 def _format(value):

@@ -130,7 +130,7 @@ class Trainer:
 
     # --- the loop ----------------------------------------------------------------------------------------
     def run(self) -> Counters:
-        from hvd_dqn.envs import env_seeds
+        from hvd_dqn.envs import env_seeds, frames_per_step
         from hvd_dqn.metrics import EpisodeTracker, MetricsWriter, RankMetrics
 
         config, world = self.config, self.world
@@ -138,19 +138,23 @@ class Trainer:
         self.log_start()
         self.writer = None
         if world.is_chief:
-            self.writer = MetricsWriter(config.logdir, config.total_env_steps, self.counters.env_steps)
+            self.writer = MetricsWriter(config.logdir, config.total_env_steps, self.counters.env_steps,
+                                        frames_per_step(config.env_id))
         self.rank_metrics = RankMetrics()
         self.episodes = EpisodeTracker(config.num_envs)
         self.update_credit = 0  # env steps of this rank not yet paid for with updates
+        self.last_log_env_steps = self.counters.env_steps
         observation, _ = self.env.reset(seed=env_seeds(config.seed + world.rank, config.num_envs))
         stop = False
         while self.counters.env_steps < config.total_env_steps and not stop:
             previous_env_steps = self.counters.env_steps
             epsilon = self.epsilon(previous_env_steps) if self.env_epsilons is None else self.env_epsilons
-            observation = self._act_and_store(observation, epsilon)
             self.counters.env_steps += config.num_envs * world.size
+            observation = self._act_and_store(observation, epsilon)
             self._learn()
             stop = self._periodic_phases(previous_env_steps, epsilon)
+        if self.last_log_env_steps != self.counters.env_steps:  # the episodes since the last log point
+            self._log(epsilon, None)
         if self.last_checkpoint_env_steps != self.counters.env_steps:
             self._checkpoint()
         if self.writer:
@@ -161,22 +165,20 @@ class Trainer:
     # --- phases --------------------------------------------------------------------------------------------
     def _act_and_store(self, observation, epsilon):
         """Steps this rank's envs once; stores the transitions; returns the next observations."""
-        from hvd_dqn.envs import true_next_observations
+        from hvd_dqn.envs import learning_discounts, true_next_observations
 
         action = self.actor.select_actions(observation, epsilon)
         next_observation, reward, terminated, truncated, info = self.env.step(action)
         done = terminated | truncated
-        # Bootstrap after truncations (discount 1), not after terminations (discount 0).
-        discount = 1.0 - terminated.astype(np.float32)
-        if self.config.terminal_on_life_loss and "life_lost" in info:
-            discount[info["life_lost"]] = 0.0
+        discount = learning_discounts(terminated, info, self.config.terminal_on_life_loss)
         learning_reward = np.sign(reward) if self.config.clip_rewards else reward
         self.replay.add(observation, action, learning_reward, discount,
                         true_next_observations(next_observation, done, info), done)
-        finished_returns, finished_lengths = self.episodes.step(reward, done)
-        if len(finished_returns):
-            self.rank_metrics.record_episodes(finished_returns, finished_lengths)
-            self.unreported_episodes += len(finished_returns)
+        finished_envs, finished_returns, finished_lengths = self.episodes.step(reward, done)
+        if len(finished_envs):
+            self.rank_metrics.record_episodes(self.counters.env_steps, finished_envs, finished_returns,
+                                              finished_lengths)
+            self.unreported_episodes += len(finished_envs)
         return next_observation
 
     def _learn(self) -> None:
@@ -229,10 +231,12 @@ class Trainer:
     def _log(self, epsilon, eval_return) -> None:
         from hvd_dqn.learner import current_learning_rate
 
-        window = self.rank_metrics.reduce()
+        window, episode_rows = self.rank_metrics.reduce()
         self._sum_episode_counts()
+        self.last_log_env_steps = self.counters.env_steps
         if self.writer is None:
             return
+        self.writer.write_episodes(episode_rows)
         if self.env_epsilons is not None:
             epsilon = self.mean_env_epsilon  # the mean over all ranks' envs
         row = dict(window, env_steps=self.counters.env_steps, updates=self.counters.updates,

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Trains with the default preset on this machine: sets up if needed, then
-#   horovodrun -np ${NP:-2} python -m hvd_dqn.train --flagfile=configs/cartpole.flags [your flags...]
+#   horovodrun -np ${NP:-2} python -m hvd_dqn.train --flagfile=configs/pong.flags [your flags...]
 # Extra arguments are passed to hvd_dqn.train and override the flagfile, e.g.
 #   scripts/train.sh --logdir=runs/try2 --seed=3
-# Environment: NP (ranks, default 2), FLAGFILE (default configs/cartpole.flags), HOROVODRUN_ARGS (e.g. "--mpi").
+# Environment: NP (ranks, default 2), FLAGFILE (default configs/pong.flags; configs/cartpole.flags is the
+# few-minute demo), HOROVODRUN_ARGS (e.g. "--mpi").
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$repo/scripts/setup.sh"
@@ -12,4 +13,4 @@ source "$repo/scripts/launch_env.sh"
 cd "$repo"
 # shellcheck disable=SC2086
 exec "$repo/.venv/bin/horovodrun" -np "${NP:-2}" ${HOROVODRUN_ARGS:-} \
-  "$repo/.venv/bin/python" -m hvd_dqn.train --flagfile="${FLAGFILE:-configs/cartpole.flags}" "$@"
+  "$repo/.venv/bin/python" -m hvd_dqn.train --flagfile="${FLAGFILE:-configs/pong.flags}" "$@"

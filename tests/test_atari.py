@@ -1,14 +1,23 @@
-"""Atari through ale-py's AtariVectorEnv: ids, life-loss signals, and a short real training run."""
+"""Atari through ale-py's AtariVectorEnv: ids, life-loss and truncation signals, videos, and a short real
+training run that checkpoints, evaluates, films and plots."""
 import csv
+import dataclasses
 import json
+import re
 
+import imageio.v2 as imageio
 import numpy as np
 import pytest
+import tensorflow as tf
+from PIL import Image
 
-from conftest import PYTHON, REPO, horovodrun, python_module
+from conftest import PYTHON, REPO, horovodrun, python_module, run
 from hvd_dqn import checkpoint
-from hvd_dqn.envs import AtariSettings, atari_game, env_seeds, make_vector_env, spec_of
+from hvd_dqn.actor import EpsilonGreedyActor
+from hvd_dqn.config import TrainConfig
+from hvd_dqn.envs import AtariSettings, atari_game, env_seeds, learning_discounts, make_vector_env, spec_of
 from hvd_dqn.schedules import apex_epsilons
+from hvd_dqn.video import check_video_path, record_episode, write_video
 
 
 @pytest.mark.parametrize("env_id, game", [("pong", "pong"), ("Pong", "pong"), ("ALE/Pong-v5", "pong"),
@@ -59,8 +68,105 @@ def test_atari_smoke_run_trains_checkpoints_and_evaluates(tmp_path):
     assert len(epsilons) == 1  # Ape-X: fixed per env, no schedule
     assert epsilons.pop() == pytest.approx(float(apex_epsilons(2 * 4).mean()), abs=1e-5)
     report = tmp_path / "eval.json"
-    python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=2", "--epsilon=0.05", f"--json={report}"],
-                  timeout=300)
+    video = tmp_path / "pong.gif"
+    python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=2", "--epsilon=0.05", f"--json={report}",
+                                       f"--video={video}"], timeout=300)
     evaluation = json.loads(report.read_text())
     assert evaluation["episodes"] == 2 and evaluation["env_id"] == "ALE/Pong-v5"
     assert all(-21 <= score <= 21 and score == int(score) for score in evaluation["returns"])  # raw Pong scores
+    assert evaluation["video"]["frames"] == evaluation["video"]["length"] + 1
+    with Image.open(video) as image:
+        assert image.size == (160, 210) and image.n_frames > 10
+    with open(logdir / "episodes.csv") as handle:
+        episodes = list(csv.DictReader(handle))
+    assert {row["rank"] for row in episodes} == {"0", "1"} and len(episodes) == counters["episodes"]
+    assert all(int(row["env_frames"]) == 4 * int(row["env_steps"]) for row in episodes)
+    plot = tmp_path / "curve.png"
+    run([PYTHON, REPO / "scripts" / "plot_curves.py", f"smoke={logdir}", f"--out={plot}", "--window=2"], timeout=120)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_truncation_at_the_frame_limit_bootstraps():
+    """Hitting --max_episode_frames truncates (bootstrap, discount 1); it never terminates the episode."""
+    env = make_vector_env("pong", 2, AtariSettings(max_episode_frames=400, threads=1))
+    env.reset(seed=env_seeds(0, 2))
+    for step in range(1, 150):  # 400 frames are at most 100 agent steps
+        _, _, terminated, truncated, info = env.step(np.zeros(2, np.int64))
+        if (terminated | truncated).any():
+            break
+    env.close()
+    assert truncated.all() and not terminated.any() and step <= 100
+    np.testing.assert_array_equal(learning_discounts(terminated, info, terminal_on_life_loss=True), [1.0, 1.0])
+
+
+def test_a_lost_life_is_terminal_for_learning_only_when_asked():
+    env = make_vector_env("breakout", 1, AtariSettings(repeat_action_probability=0.0, threads=1))
+    env.reset(seed=env_seeds(1, 1))
+    for _ in range(2000):
+        _, _, terminated, truncated, info = env.step(np.ones(1, np.int64))
+        if info["life_lost"].any():
+            break
+    env.close()
+    assert info["life_lost"].all() and not (terminated | truncated).any()
+    assert learning_discounts(terminated, info, terminal_on_life_loss=True).tolist() == [0.0]
+    assert learning_discounts(terminated, info, terminal_on_life_loss=False).tolist() == [1.0]
+
+
+class _PreferFire(tf.keras.Model):
+    """A fixed policy: always the second action (FIRE in Pong's minimal set)."""
+
+    def call(self, observation, training=False):
+        return tf.tile(tf.constant([[0.0, 1.0, 0.0, 0.0, 0.0, 0.0]]), [tf.shape(observation)[0], 1])
+
+
+def test_atari_video_films_the_colour_screen_of_the_agents_game(tmp_path):
+    config = dataclasses.replace(TrainConfig(), env_id="ALE/Pong-v5", max_episode_frames=800)
+    actor = EpsilonGreedyActor(_PreferFire(), 6, np.random.default_rng(0))
+    episode = record_episode(actor, config, epsilon=0.0, seed=7)
+    assert 0 < episode.length <= 200 and len(episode.frames) == episode.length + 1
+    assert episode.frames_per_second == 15.0  # 60 Hz console, one frame per 4-frame agent step
+    screen = np.stack(episode.frames)
+    assert screen.shape[1:] == (210, 160, 3) and screen.dtype == np.uint8
+    assert (screen[..., 0] != screen[..., 2]).any()  # colour, not grayscale
+    again = record_episode(actor, config, epsilon=0.0, seed=7)  # same seed, same policy: the same game
+    np.testing.assert_array_equal(np.stack(again.frames), screen)
+    gif, mp4 = tmp_path / "pong.gif", tmp_path / "pong.mp4"
+    write_video(str(gif), episode.frames[:40], episode.frames_per_second)
+    write_video(str(mp4), episode.frames[:40], episode.frames_per_second)
+    with Image.open(gif) as image:
+        assert image.size == (160, 210) and image.n_frames > 1
+        durations = []
+        for index in range(image.n_frames):  # Pillow merges identical frames, adding their durations
+            image.seek(index)
+            durations.append(image.info["duration"])
+    assert 40 * 60 <= sum(durations) <= 40 * 70  # 40 frames at 15 fps; GIF delays are in 10 ms units
+    reader = imageio.get_reader(str(mp4), format="FFMPEG")
+    decoded = [frame for frame in reader]
+    reader.close()
+    assert len(decoded) == 40 and decoded[0].shape == (210, 160, 3)
+    # Lossy H.264, yet close to the screen it encoded.
+    assert np.abs(decoded[20].astype(int) - episode.frames[20].astype(int)).mean() < 8
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["pong.gif", "pong.mp4"]  # no temporary files
+
+
+def test_classic_control_video_uses_gymnasiums_rendering(tmp_path):
+    config = dataclasses.replace(TrainConfig(), env_id="CartPole-v1")
+    actor = EpsilonGreedyActor(_FixedQ2(), 2, np.random.default_rng(0))
+    episode = record_episode(actor, config, epsilon=0.0, seed=0)
+    assert len(episode.frames) == episode.length + 1 and episode.episode_return == episode.length
+    assert episode.frames[0].shape == (400, 600, 3)
+    write_video(str(tmp_path / "cartpole.mp4"), episode.frames, episode.frames_per_second)
+    assert (tmp_path / "cartpole.mp4").stat().st_size > 0
+
+
+class _FixedQ2(tf.keras.Model):
+    def call(self, observation, training=False):
+        return tf.tile(tf.constant([[0.0, 1.0]]), [tf.shape(observation)[0], 1])
+
+
+@pytest.mark.parametrize("path, problem", [("clip.avi", "unsupported format .avi; use one of .mp4, .gif"),
+                                           ("clip", "unsupported format (none)"),
+                                           ("missing/clip.gif", "does not exist")])
+def test_bad_video_paths_are_refused_before_playing(tmp_path, path, problem):
+    with pytest.raises(ValueError, match=re.escape(problem)):
+        check_video_path(str(tmp_path / path))

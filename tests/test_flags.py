@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 
-from conftest import horovodrun, PYTHON, python_module
+from conftest import REPO, PYTHON, horovodrun, python_module
 from hvd_dqn.config import ConfigError, TrainConfig, validate
 
 
@@ -84,3 +84,28 @@ def test_resume_with_another_network_is_refused(tmp_path):
                            timeout=120, check=False)
     assert _error_line(result).endswith("was written with --hidden_sizes=(32,) (this run: (64, 64)); use another "
                                         "--logdir or the same settings")
+
+
+def _preset(name):
+    from absl import flags
+
+    from hvd_dqn.flags import config_from_flags, define_flags
+
+    flag_values = flags.FlagValues()
+    define_flags(flag_values)
+    flag_values(["hvd_dqn.train", f"--flagfile={REPO / 'configs' / name}"])
+    return config_from_flags(flag_values, check_logdir_writable=False)
+
+
+@pytest.mark.parametrize("name", sorted(path.name for path in (REPO / "configs").glob("*.flags")))
+def test_every_preset_is_valid(name):
+    assert _preset(name).logdir.startswith("runs/")
+
+
+@pytest.mark.parametrize("name, env_id", [("pong.flags", "ALE/Pong-v5"), ("breakout.flags", "ALE/Breakout-v5")])
+def test_atari_presets_follow_the_published_protocol(name, env_id):
+    config = _preset(name)
+    assert config.env_id == env_id and config.double_dqn and config.clip_rewards and config.terminal_on_life_loss
+    assert (config.repeat_action_probability, config.noop_max, config.max_episode_frames) == (0.25, 30, 108_000)
+    assert (config.batch_size, config.train_frequency, config.gamma) == (32, 4, 0.99)
+    assert config.total_env_steps == 10_000_000 and config.replay_capacity == 250_000

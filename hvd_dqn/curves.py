@@ -1,0 +1,137 @@
+"""Learning curves from training logdirs: what scripts/plot_curves.py draws.
+
+A run's <logdir>/episodes.csv holds every finished training episode (env steps and frames at its end, rank,
+env, raw return). A curve is the return of the last `window` episodes, taken at evenly spaced points of
+env frames, for each member of a group, then the mean over the group and its range (min to max):
+- one logdir: the group is its ranks (how differently the ranks' envs fared);
+- several logdirs in one curve (seeds of one setting): the group is the runs, each run's ranks pooled.
+Evaluation returns (metrics.csv, eval_return_mean) are drawn as markers.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import warnings
+from typing import Dict, List, Optional
+
+import numpy as np
+
+
+class CurveError(Exception):
+    """A logdir that cannot be plotted, with the reason."""
+
+
+@dataclasses.dataclass
+class RunLog:
+    logdir: str
+    env_id: str
+    frames_per_step: int
+    episode_frames: np.ndarray  # env frames (summed over ranks) at each episode's end
+    episode_ranks: np.ndarray
+    episode_returns: np.ndarray  # raw game scores
+    eval_frames: np.ndarray
+    eval_returns: np.ndarray
+    final_frames: int  # the last env frame count the run logged
+
+
+def load_run(logdir: str) -> RunLog:
+    """Reads a training logdir's episodes.csv, metrics.csv and config.json."""
+    episodes_path = os.path.join(logdir, "episodes.csv")
+    if not os.path.isdir(logdir):
+        raise CurveError(f"{logdir}: no such folder")
+    if not os.path.exists(episodes_path):
+        raise CurveError(f"{logdir}: no episodes.csv (is it a hvd_dqn.train --logdir that has logged at least once?)")
+    env_id, frames_per_step = "?", 1
+    config_path = os.path.join(logdir, "config.json")
+    if os.path.exists(config_path):
+        from hvd_dqn.envs import frames_per_step as frames_per_step_of
+
+        with open(config_path) as handle:
+            env_id = json.load(handle).get("env_id", "?")
+        frames_per_step = frames_per_step_of(env_id) if env_id != "?" else 1
+    episodes = _read_columns(episodes_path, ("env_frames", "rank", "return"))
+    metrics = _read_columns(os.path.join(logdir, "metrics.csv"), ("env_frames", "eval_return_mean"))
+    logged = metrics["env_frames"] if len(metrics["env_frames"]) else episodes["env_frames"]
+    has_eval = ~np.isnan(metrics["eval_return_mean"])
+    return RunLog(logdir=logdir, env_id=env_id, frames_per_step=frames_per_step,
+                  episode_frames=episodes["env_frames"], episode_ranks=episodes["rank"].astype(np.int64),
+                  episode_returns=episodes["return"], eval_frames=metrics["env_frames"][has_eval],
+                  eval_returns=metrics["eval_return_mean"][has_eval],
+                  final_frames=int(np.max(logged)) if len(logged) else 0)
+
+
+def _read_columns(path: str, names) -> Dict[str, np.ndarray]:
+    """Float columns of a CSV (empty cells become NaN); a missing file gives empty columns."""
+    columns = {name: [] for name in names}
+    if os.path.exists(path):
+        with open(path, newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = [name for name in names if name not in (reader.fieldnames or ())]
+            if missing:
+                raise CurveError(f"{path}: no column {', '.join(missing)} (written by an older hvd_dqn?)")
+            for row in reader:
+                for name in names:
+                    columns[name].append(float(row[name]) if row[name] != "" else np.nan)
+    return {name: np.asarray(values, dtype=np.float64) for name, values in columns.items()}
+
+
+def trailing_mean(ends: np.ndarray, returns: np.ndarray, points: np.ndarray, window: int,
+                  last: Optional[float] = None) -> np.ndarray:
+    """At each of `points`, the mean return of the last `window` episodes that ended at or before it; NaN
+    before the first episode and after `last` (the end of that run)."""
+    order = np.argsort(ends, kind="stable")
+    ends, returns = ends[order], returns[order]
+    cumulative = np.concatenate([[0.0], np.cumsum(returns)])
+    count = np.searchsorted(ends, points, side="right")  # episodes finished by each point
+    first = np.maximum(count - window, 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = (cumulative[count] - cumulative[first]) / (count - first)
+    means[count == 0] = np.nan
+    if last is not None:
+        means[points > last] = np.nan
+    return means
+
+
+@dataclasses.dataclass
+class Curve:
+    label: str
+    points: np.ndarray  # env frames
+    mean: np.ndarray
+    low: np.ndarray  # band: min over the group
+    high: np.ndarray  # band: max over the group
+    group: str  # "ranks" or "runs"
+    group_size: int
+    eval_points: List[np.ndarray]  # per run
+    eval_returns: List[np.ndarray]
+
+
+def make_curve(label: str, runs: List[RunLog], window: int, num_points: int = 200) -> Curve:
+    """One curve: over ranks for a single run, over runs for several."""
+    end = max(run.final_frames for run in runs)
+    points = np.linspace(0.0, end, num_points)
+    if len(runs) == 1:
+        run = runs[0]
+        members = [(run.episode_frames[run.episode_ranks == rank], run.episode_returns[run.episode_ranks == rank],
+                    run.final_frames) for rank in np.unique(run.episode_ranks)]
+        group = "ranks"
+    else:
+        members = [(run.episode_frames, run.episode_returns, run.final_frames) for run in runs]
+        group = "runs"
+    values = np.stack([trailing_mean(ends, returns, points, window, last) for ends, returns, last in members]) \
+        if members else np.full((1, num_points), np.nan)
+    with warnings.catch_warnings():  # all-NaN columns (before any episode ended) stay NaN quietly
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        mean, low, high = np.nanmean(values, 0), np.nanmin(values, 0), np.nanmax(values, 0)
+    return Curve(label, points, mean, low, high, group, len(members),
+                 [run.eval_frames for run in runs], [run.eval_returns for run in runs])
+
+
+def parse_curve_argument(argument: str):
+    """`[label=]logdir[,logdir...]` -> (label, [logdirs]); the label defaults to the first logdir's name."""
+    label, _, paths = argument.partition("=") if "=" in argument else ("", "", argument)
+    logdirs = [path for path in paths.split(",") if path]
+    if not logdirs:
+        raise CurveError(f"{argument}: no logdir given")
+    return label or os.path.basename(os.path.normpath(logdirs[0])), logdirs

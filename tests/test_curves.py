@@ -1,0 +1,109 @@
+"""Learning curves: the trailing means and bands, and scripts/plot_curves.py on hand-written logdirs."""
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from conftest import PYTHON, REPO, run
+from hvd_dqn.curves import CurveError, load_run, make_curve, parse_curve_argument, trailing_mean
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_trailing_mean_averages_the_last_window_episodes_before_each_point():
+    ends = np.array([30.0, 10.0, 20.0, 40.0])  # unsorted on purpose
+    returns = np.array([3.0, 1.0, 2.0, 4.0])
+    points = np.array([0.0, 10.0, 15.0, 30.0, 40.0, 50.0])
+    np.testing.assert_allclose(trailing_mean(ends, returns, points, window=2),
+                               [np.nan, 1.0, 1.0, 2.5, 3.5, 3.5])
+    np.testing.assert_allclose(trailing_mean(ends, returns, points, window=10, last=40.0),
+                               [np.nan, 1.0, 1.0, 2.0, 2.5, np.nan])
+
+
+def _write_run(folder, env_id, episodes, evals, final_env_steps):
+    """A logdir as hvd_dqn.train writes it: episodes (env_steps, rank, return), evals (env_steps, return)."""
+    frames = 4 if env_id.startswith("ALE/") else 1
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"env_id": env_id}))
+    with open(folder / "episodes.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["env_steps", "env_frames", "rank", "env", "return", "length"])
+        for env_steps, rank, episode_return in episodes:
+            writer.writerow([env_steps, env_steps * frames, rank, 0, episode_return, 10])
+    eval_at = dict(evals)
+    with open(folder / "metrics.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["env_steps", "env_frames", "eval_return_mean"])
+        for env_steps in range(100, final_env_steps + 1, 100):
+            writer.writerow([env_steps, env_steps * frames, eval_at.get(env_steps, "")])
+    return str(folder)
+
+
+def test_one_run_bands_over_its_ranks(tmp_path):
+    logdir = _write_run(tmp_path / "run", "ALE/Pong-v5",
+                        [(50, 0, -21), (60, 1, -19), (150, 0, -17), (160, 1, -13)], [(200, -15.0)], 200)
+    loaded = load_run(logdir)
+    assert loaded.frames_per_step == 4 and loaded.final_frames == 800
+    np.testing.assert_array_equal(loaded.eval_frames, [800]) and np.testing.assert_array_equal(loaded.eval_returns, [-15])
+    curve = make_curve("pong", [loaded], window=1, num_points=5)  # points 0, 200, 400, 600, 800 frames
+    assert curve.group == "ranks" and curve.group_size == 2
+    # At 600 frames rank 0's episode ending at 600 counts; rank 1's, at 640, does not yet.
+    np.testing.assert_allclose(curve.mean, [np.nan, -21.0, -20.0, -18.0, -15.0])
+    np.testing.assert_allclose(curve.low, [np.nan, -21.0, -21.0, -19.0, -17.0])
+    np.testing.assert_allclose(curve.high, [np.nan, -21.0, -19.0, -17.0, -13.0])
+
+
+def test_several_runs_band_over_runs_and_stop_where_each_run_ends(tmp_path):
+    short = load_run(_write_run(tmp_path / "s0", "CartPole-v1", [(10, 0, 10), (10, 1, 20)], [], 100))
+    long = load_run(_write_run(tmp_path / "s1", "CartPole-v1", [(10, 0, 30), (150, 1, 50)], [], 200))
+    curve = make_curve("dqn", [short, long], window=2, num_points=3)  # points 0, 100, 200
+    assert curve.group == "runs" and curve.group_size == 2
+    np.testing.assert_allclose(curve.mean, [np.nan, (15.0 + 30.0) / 2, 40.0])  # s0 ended at 100
+    np.testing.assert_allclose(curve.low, [np.nan, 15.0, 40.0])
+    np.testing.assert_allclose(curve.high, [np.nan, 30.0, 40.0])
+
+
+@pytest.mark.parametrize("argument, expected", [
+    ("runs/pong", ("pong", ["runs/pong"])),
+    ("runs/pong/", ("pong", ["runs/pong/"])),
+    ("dqn=runs/s0,runs/s1", ("dqn", ["runs/s0", "runs/s1"])),
+])
+def test_curve_arguments_are_an_optional_label_and_logdirs(argument, expected):
+    assert parse_curve_argument(argument) == expected
+
+
+def test_plot_curves_script_draws_several_curves_into_a_png(tmp_path):
+    a = _write_run(tmp_path / "a", "ALE/Pong-v5", [(50, 0, -21), (60, 1, -20), (150, 0, -18)], [(200, -19.0)], 200)
+    b = _write_run(tmp_path / "b", "ALE/Pong-v5", [(40, 0, -20), (140, 1, -16)], [], 200)
+    out = tmp_path / "curves.png"
+    result = run([PYTHON, REPO / "scripts" / "plot_curves.py", f"one={a}", f"two={a},{b}", f"--out={out}"],
+                 timeout=120)
+    assert f"wrote {out}" in result.stdout
+    assert out.read_bytes()[:8] == PNG_MAGIC
+    assert [path.name for path in tmp_path.iterdir() if path.suffix == ".png"] == ["curves.png"]
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["{tmp}/nowhere", "--out={tmp}/x.png"], "{tmp}/nowhere: no such folder"),
+    (["{tmp}", "--out={tmp}/x.png"], "{tmp}: no episodes.csv"),
+    (["{run}", "--out={tmp}/x.jpg"], "--out={tmp}/x.jpg: must end in .png"),
+    (["{run}", "--out={tmp}/no/x.png"], "does not exist"),
+    (["{run}", "--out={tmp}/x.png", "--window=0"], "--window=0: must be a positive number of episodes"),
+])
+def test_plot_curves_names_the_problem_in_one_line(tmp_path, arguments, message):
+    logdir = _write_run(tmp_path / "run", "CartPole-v1", [(10, 0, 10)], [], 100)
+    values = dict(tmp=tmp_path, run=logdir)
+    result = run([PYTHON, REPO / "scripts" / "plot_curves.py"] + [a.format(**values) for a in arguments],
+                 timeout=120, check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == f"plot_curves.py: error: {message.format(**values)}" or \
+        message.format(**values) in result.stderr.strip().splitlines()[-1]
+
+
+def test_a_csv_without_the_needed_columns_is_named(tmp_path):
+    folder = tmp_path / "old"
+    folder.mkdir()
+    (folder / "episodes.csv").write_text("env_steps,return\n10,5\n")
+    with pytest.raises(CurveError, match="no column env_frames, rank"):
+        load_run(str(folder))

@@ -1,25 +1,50 @@
-"""Q-networks: observation in, one Q-value per action out."""
+"""Q-networks: observation in, one Q-value per action out, from a single linear head or dueling heads.
+
+Dueling heads (Wang et al. 2016) estimate a state value V(s) and action advantages A(s, a) in two streams
+and combine them as Q(s, a) = V(s) + A(s, a) - mean_a A(s, a); subtracting the mean makes V and A
+identifiable without changing which action is greedy.
+"""
 from __future__ import annotations
 
 from typing import Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 
+def q_head(features, num_actions: int, dueling: bool, stream_width: int = 0):
+    """Q-values (B, actions) from shared features: one linear layer, or dueling value and advantage streams,
+    each with a ReLU layer of `stream_width` units first when it is > 0 (the Nature CNN's 512)."""
+    if not dueling:
+        if stream_width:
+            features = tf.keras.layers.Dense(stream_width, activation="relu", name="hidden")(features)
+        return tf.keras.layers.Dense(num_actions, name="q_values")(features)
+    value, advantage = features, features
+    if stream_width:
+        value = tf.keras.layers.Dense(stream_width, activation="relu", name="value_hidden")(value)
+        advantage = tf.keras.layers.Dense(stream_width, activation="relu", name="advantage_hidden")(advantage)
+    value = tf.keras.layers.Dense(1, name="value")(value)
+    advantage = tf.keras.layers.Dense(num_actions, name="advantage")(advantage)
+    return tf.keras.layers.Lambda(
+        lambda streams: streams[0] + streams[1] - tf.reduce_mean(streams[1], axis=-1, keepdims=True),
+        name="q_values")([value, advantage])
+
+
 def build_mlp_q_network(observation_shape: Tuple[int, ...], num_actions: int, hidden_sizes: Sequence[int],
-                        name: str = "q_network") -> tf.keras.Model:
-    """A fully connected Q-network for vector observations: ReLU hidden layers, linear output (B, actions)."""
+                        name: str = "q_network", dueling: bool = False) -> tf.keras.Model:
+    """A fully connected Q-network for vector observations: ReLU hidden layers shared by the linear output
+    (or, dueling, by linear value and advantage layers), Q-values (B, actions)."""
     observation = tf.keras.Input(shape=observation_shape, dtype=tf.float32, name="observation")
     hidden = tf.keras.layers.Flatten()(observation)
     for index, width in enumerate(hidden_sizes):
         hidden = tf.keras.layers.Dense(width, activation="relu", name=f"hidden_{index}")(hidden)
-    q_values = tf.keras.layers.Dense(num_actions, name="q_values")(hidden)
-    return tf.keras.Model(observation, q_values, name=name)
+    return tf.keras.Model(observation, q_head(hidden, num_actions, dueling), name=name)
 
 
 def build_nature_cnn_q_network(observation_shape: Tuple[int, ...], num_actions: int,
-                               name: str = "q_network") -> tf.keras.Model:
-    """The Q-network of Mnih et al. (2015): 3 convolutions and 2 dense layers over stacked frames.
+                               name: str = "q_network", dueling: bool = False) -> tf.keras.Model:
+    """The Q-network of Mnih et al. (2015): 3 convolutions and 2 dense layers over stacked frames; dueling,
+    the 512-unit layer and the output are doubled into value and advantage streams, as Wang et al. (2016).
 
     Input: uint8 stacks (B, frames, H, W), channels first as the emulator returns them. The cast to float
     and the scaling to [0, 1] happen inside the model, so only uint8 (a quarter of the bytes) crosses to
@@ -31,19 +56,17 @@ def build_nature_cnn_q_network(observation_shape: Tuple[int, ...], num_actions: 
     for index, (filters, size, stride) in enumerate([(32, 8, 4), (64, 4, 2), (64, 3, 1)]):
         hidden = tf.keras.layers.Conv2D(filters, size, strides=stride, activation="relu", name=f"conv_{index}")(hidden)
     hidden = tf.keras.layers.Flatten()(hidden)
-    hidden = tf.keras.layers.Dense(512, activation="relu", name="hidden")(hidden)
-    q_values = tf.keras.layers.Dense(num_actions, name="q_values")(hidden)
-    return tf.keras.Model(frames, q_values, name=name)
+    return tf.keras.Model(frames, q_head(hidden, num_actions, dueling, stream_width=512), name=name)
 
 
 def is_image_observation(observation_shape: Tuple[int, ...], observation_dtype) -> bool:
     """Stacked uint8 frames (frames, H, W) rather than a feature vector."""
-    return len(observation_shape) == 3 and observation_dtype == "uint8"
+    return len(observation_shape) == 3 and np.dtype(observation_dtype) == np.uint8
 
 
 def build_q_network(observation_shape: Tuple[int, ...], observation_dtype, num_actions: int,
-                    hidden_sizes: Sequence[int], name: str = "q_network") -> tf.keras.Model:
+                    hidden_sizes: Sequence[int], name: str = "q_network", dueling: bool = False) -> tf.keras.Model:
     """The Nature CNN for stacked frames, the MLP (`hidden_sizes`) for vector observations."""
     if is_image_observation(observation_shape, observation_dtype):
-        return build_nature_cnn_q_network(observation_shape, num_actions, name)
-    return build_mlp_q_network(observation_shape, num_actions, hidden_sizes, name)
+        return build_nature_cnn_q_network(observation_shape, num_actions, name, dueling)
+    return build_mlp_q_network(observation_shape, num_actions, hidden_sizes, name, dueling)

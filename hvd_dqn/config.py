@@ -56,6 +56,11 @@ class TrainConfig:
     # Replay memory.
     replay_capacity: int = 50_000  # transitions per rank
     batch_size: int = 64  # transitions per rank per update; the global batch is batch_size * ranks
+    prioritized_replay: bool = False  # proportional prioritised replay (Schaul et al. 2016)
+    priority_alpha: float = 0.6
+    priority_beta_start: float = 0.4  # importance-sampling exponent, annealed linearly to 1 over training
+    priority_epsilon: float = 1e-6
+    n_step: int = 1  # rewards summed before bootstrapping
 
     # Learning.
     gamma: float = 0.99
@@ -63,7 +68,8 @@ class TrainConfig:
     adam_epsilon: float = 1e-7
     huber_delta: float = 1.0
     max_grad_norm: float = 10.0  # 0 disables clipping; the global norm of the allreduced gradient
-    double_dqn: bool = True
+    double_dqn: bool = False
+    dueling: bool = False  # dueling heads (Wang et al. 2016)
     hidden_sizes: Tuple[int, ...] = (256, 256)
     scale_lr_by_workers: bool = False  # multiply the learning rate by the number of ranks (Goyal et al. 2017)
     lr_warmup_updates: int = 0  # updates over which the scaled learning rate ramps up linearly
@@ -149,6 +155,12 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     _require(config.batch_size <= config.learning_starts, "batch_size", config.batch_size,
              f"must be <= --learning_starts={config.learning_starts}, so the first minibatch can be drawn")
     _require(config.seed >= 0, "seed", config.seed, "must be an integer >= 0")
+    _require(1 <= config.n_step <= 100, "n_step", config.n_step, "must be an integer from 1 to 100")
+    _require(0.0 <= config.priority_alpha <= 1.0, "priority_alpha", config.priority_alpha,
+             "must be in [0, 1] (0 is uniform sampling)")
+    _require(0.0 <= config.priority_beta_start <= 1.0, "priority_beta_start", config.priority_beta_start,
+             "must be in [0, 1] (it is annealed to 1)")
+    _require(config.priority_epsilon > 0.0, "priority_epsilon", config.priority_epsilon, "must be a number > 0")
     _check_env_id(config.env_id)
     if check_logdir_writable:
         _check_writable_dir(config.logdir)

@@ -52,7 +52,7 @@ def evaluate(checkpoint_path: str, episodes: int, epsilon: float, seed: int, vid
     env = make_env_for(config, episodes)
     spec = spec_of(env)
     online = build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions,
-                             config.hidden_sizes, "online")
+                             config.hidden_sizes, "online", config.dueling)
     # Only the online network is needed to act; the optimizer and target network in the file are skipped.
     tf.train.Checkpoint(online=online).read(os.path.join(checkpoint_path, "state")).expect_partial()
     actor = EpsilonGreedyActor(online, spec.num_actions, np.random.default_rng(seed))

@@ -42,6 +42,14 @@ _HELP = {
     "apex_alpha": "Ape-X exploration: how fast epsilon falls across the envs (7 in Ape-X).",
     "replay_capacity": "Transitions each rank's replay memory holds (per rank); the oldest are overwritten.",
     "batch_size": "Transitions per rank per update; the effective batch is batch_size x ranks.",
+    "prioritized_replay": "Proportional prioritised replay (Schaul et al. 2016): transitions drawn in proportion "
+                          "to |TD error|^alpha, losses weighted by importance sampling; per rank.",
+    "priority_alpha": "Prioritised replay: how strongly priorities skew sampling (0 uniform, 1 fully; Schaul: 0.6).",
+    "priority_beta_start": "Prioritised replay: importance-sampling exponent at the start, annealed linearly to 1 "
+                           "at --total_env_steps (Schaul: 0.4).",
+    "priority_epsilon": "Prioritised replay: added to |TD error| so every transition can be drawn.",
+    "n_step": "Env steps of rewards summed before bootstrapping (n-step returns; Rainbow uses 3); the sum "
+              "stops at episode ends and learning terminals.",
     "gamma": "Discount factor per env step.",
     "learning_rate": "Adam learning rate (per update, before any scaling by the number of ranks).",
     "adam_epsilon": "Adam's epsilon (numerical stabiliser).",
@@ -49,6 +57,7 @@ _HELP = {
     "max_grad_norm": "Clip the global norm of the averaged gradient to this value; 0 disables clipping.",
     "double_dqn": "Use double-DQN targets (van Hasselt et al. 2016): the online network picks a', "
                   "the target network values it.",
+    "dueling": "Dueling heads (Wang et al. 2016): Q = V + A - mean(A), for the MLP and the Nature CNN.",
     "hidden_sizes": "Widths of the Q-network's hidden layers, comma-separated.",
     "scale_lr_by_workers": "Multiply the learning rate by the number of ranks (the effective batch grows "
                            "with them; Goyal et al. 2017).",

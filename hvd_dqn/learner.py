@@ -10,23 +10,26 @@ from __future__ import annotations
 
 from typing import Dict, List
 
+import numpy as np
 import tensorflow as tf
 
 from hvd_dqn.replay import Batch
 
 
-def td_targets(reward_t, discount_t, gamma: float, q_target_t, q_online_t=None):
-    """One-step Q-learning targets r_t + gamma * discount_t * Q_target(s_t, a*), shape (B,).
+def td_targets(reward_t, discount_t, q_target_t, q_online_t=None):
+    """Q-learning targets reward_t + discount_t * Q_target(s_t, a*), shape (B,).
 
+    The replay memory supplies reward_t as the (n-step) discounted reward and discount_t as the whole factor
+    on the bootstrap: gamma^k after k steps, 0 after a termination (only the rewards remain). After a
+    truncation discount_t is gamma^k and the target bootstraps from the episode's true last observation.
     a* = argmax_a Q_target(s_t, a) (Mnih et al. 2015), or argmax_a Q_online(s_t, a) when `q_online_t` is
     given: double DQN (van Hasselt et al. 2016), which decouples choosing a* from valuing it and so removes
-    most of Q-learning's overestimation. discount_t is 0 after a termination, so only r_t remains; after a
-    truncation it is 1 and the target bootstraps.
+    most of Q-learning's overestimation.
     """
     selector = q_target_t if q_online_t is None else q_online_t
     best_action = tf.argmax(selector, axis=-1, output_type=tf.int32)
     bootstrap = tf.gather(q_target_t, best_action, axis=-1, batch_dims=1)
-    return reward_t + gamma * discount_t * bootstrap
+    return reward_t + discount_t * bootstrap
 
 
 def huber(x, delta: float):
@@ -39,17 +42,16 @@ def huber(x, delta: float):
 class DQNLearner:
     """Owns the online network, the target network and the (distributed) optimizer.
 
-    `update(batch)` performs one synchronous gradient step on all ranks and returns scalar metrics;
+    `update(batch)` performs one synchronous gradient step on all ranks and returns its metrics;
     `sync_target()` copies the online weights into the target network. The learner's whole state
     (`checkpoint_items`) is what a checkpoint stores.
     """
 
     def __init__(self, online: tf.keras.Model, target: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer,
-                 gamma: float, double_dqn: bool, huber_delta: float = 1.0):
+                 double_dqn: bool, huber_delta: float = 1.0):
         self.online = online
         self.target = target
         self.optimizer = optimizer
-        self.gamma = float(gamma)
         self.double_dqn = bool(double_dqn)
         self.huber_delta = float(huber_delta)
         self.num_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="num_updates")
@@ -67,25 +69,30 @@ class DQNLearner:
         return {"online": self.online, "target": self.target, "optimizer": self.optimizer,
                 "num_updates": self.num_updates}
 
-    def update(self, batch: Batch) -> Dict[str, float]:
+    def update(self, batch: Batch) -> Dict[str, object]:
+        """One synchronous step; returns {"td_loss", "q_mean"} as floats and "td_errors", the (B,) TD errors
+        before the step (prioritised replay's new priorities). With batch.weights (importance sampling),
+        each transition's Huber loss is weighted before the mean."""
+        weights = batch.weights if batch.weights is not None else np.ones(len(batch.action_tm1), np.float32)
         metrics = self._update(batch.observation_tm1, batch.action_tm1, batch.reward_t, batch.discount_t,
-                               batch.observation_t)
-        return {name: float(value) for name, value in metrics.items()}
+                               batch.observation_t, weights)
+        return {"td_loss": float(metrics["td_loss"]), "q_mean": float(metrics["q_mean"]),
+                "td_errors": metrics["td_errors"].numpy()}
 
     @tf.function
-    def _update(self, observation_tm1, action_tm1, reward_t, discount_t, observation_t):
+    def _update(self, observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights):
         q_target_t = self.target(observation_t, training=False)
         q_online_t = self.online(observation_t, training=False) if self.double_dqn else None
-        target_tm1 = tf.stop_gradient(td_targets(reward_t, discount_t, self.gamma, q_target_t, q_online_t))
+        target_tm1 = tf.stop_gradient(td_targets(reward_t, discount_t, q_target_t, q_online_t))
         with tf.GradientTape() as tape:
             q_tm1 = self.online(observation_tm1, training=True)
             q_tm1_taken = tf.gather(q_tm1, action_tm1, axis=-1, batch_dims=1)
             td_error = target_tm1 - q_tm1_taken
-            loss = tf.reduce_mean(huber(td_error, self.huber_delta))
+            loss = tf.reduce_mean(weights * huber(td_error, self.huber_delta))
         # Horovod: `minimize(..., tape=)` is the path on which DistributedOptimizer allreduces the gradients.
         self.optimizer.minimize(loss, self.online.trainable_variables, tape=tape)
         self.num_updates.assign_add(1)
-        return {"td_loss": loss, "q_mean": tf.reduce_mean(q_tm1_taken)}
+        return {"td_loss": loss, "q_mean": tf.reduce_mean(q_tm1_taken), "td_errors": td_error}
 
     @tf.function
     def sync_target(self) -> None:

@@ -59,11 +59,13 @@ class Trainer:
         self.env = make_env_for(config, config.num_envs, self.world.local_size)
         spec = spec_of(self.env)
         online, target = (build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions,
-                                          config.hidden_sizes, name) for name in ("online", "target"))
+                                          config.hidden_sizes, name, config.dueling) for name in ("online", "target"))
         optimizer = make_optimizer(config.learning_rate, config.adam_epsilon, config.max_grad_norm,
                                    self.world.size, config.scale_lr_by_workers, config.lr_warmup_updates)
-        self.learner = DQNLearner(online, target, optimizer, config.gamma, config.double_dqn, config.huber_delta)
+        self.learner = DQNLearner(online, target, optimizer, config.double_dqn, config.huber_delta)
         self.replay = make_replay_memory(config, spec)
+        # Prioritised replay's importance-sampling exponent, annealed to 1 by the end (Schaul et al. 2016).
+        self.priority_beta = LinearSchedule(config.priority_beta_start, 1.0, config.total_env_steps)
         self.actor = EpsilonGreedyActor(online, spec.num_actions, self.rng)
         self.epsilon = LinearSchedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_env_steps)
         self.env_epsilons = None  # with Ape-X exploration: this rank's share of the fixed per-env epsilons
@@ -188,9 +190,14 @@ class Trainer:
         if len(self.replay) < config.learning_starts:
             return
         self.update_credit += config.num_envs
+        beta = self.priority_beta(self.counters.env_steps)
         while self.update_credit >= config.train_frequency:
             self.update_credit -= config.train_frequency
-            self.rank_metrics.record_update(self.learner.update(self.replay.sample(config.batch_size, self.rng)))
+            batch = self.replay.sample(config.batch_size, self.rng, beta)
+            metrics = self.learner.update(batch)
+            if batch.indices is not None:  # prioritised: this rank's new priorities from its TD errors
+                self.replay.update_priorities(batch.indices, metrics["td_errors"])
+            self.rank_metrics.record_update(metrics)
             self.counters.updates += 1
             if self.counters.updates % config.target_update_period == 0:
                 self.learner.sync_target()
@@ -272,19 +279,23 @@ class Trainer:
 
 
 # Settings that decide the shapes of what a checkpoint holds; a resumed run must agree on them.
-_CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space")
+_CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space", "dueling")
 
 
 def make_replay_memory(config: TrainConfig, spec):
-    """Frame-deduplicated memory for stacked frames, the plain ring for vector observations."""
+    """Frame-deduplicated memory for stacked frames, whole observations for vector ones; uniform or
+    prioritised, one-step or n-step, as the config says."""
     from hvd_dqn.frame_replay import FrameReplayMemory
     from hvd_dqn.networks import is_image_observation
-    from hvd_dqn.replay import ReplayMemory
+    from hvd_dqn.replay import PrioritySettings, ReplayMemory
 
+    priority = PrioritySettings(config.priority_alpha, config.priority_epsilon) if config.prioritized_replay else None
     if is_image_observation(spec.observation_shape, spec.observation_dtype):
         stack, *frame_shape = spec.observation_shape
-        return FrameReplayMemory(config.replay_capacity, config.num_envs, tuple(frame_shape), stack)
-    return ReplayMemory(config.replay_capacity, spec.observation_shape, np.float32)
+        return FrameReplayMemory(config.replay_capacity, config.num_envs, tuple(frame_shape), stack,
+                                 config.gamma, config.n_step, priority)
+    return ReplayMemory(config.replay_capacity, config.num_envs, spec.observation_shape, np.float32,
+                        config.gamma, config.n_step, priority)
 
 
 def incompatibility(config: TrainConfig, saved: TrainConfig):

@@ -102,10 +102,29 @@ def test_every_preset_is_valid(name):
     assert _preset(name).logdir.startswith("runs/")
 
 
-@pytest.mark.parametrize("name, env_id", [("pong.flags", "ALE/Pong-v5"), ("breakout.flags", "ALE/Breakout-v5")])
+@pytest.mark.parametrize("name, env_id", [("pong.flags", "ALE/Pong-v5"), ("breakout.flags", "ALE/Breakout-v5"),
+                                           ("pong_rainbow_lite.flags", "ALE/Pong-v5")])
 def test_atari_presets_follow_the_published_protocol(name, env_id):
     config = _preset(name)
     assert config.env_id == env_id and config.double_dqn and config.clip_rewards and config.terminal_on_life_loss
     assert (config.repeat_action_probability, config.noop_max, config.max_episode_frames) == (0.25, 30, 108_000)
     assert (config.batch_size, config.train_frequency, config.gamma) == (32, 4, 0.99)
     assert config.total_env_steps == 10_000_000 and config.replay_capacity == 250_000
+
+
+def test_variants_are_off_by_default_and_on_in_the_rainbow_lite_preset():
+    default = TrainConfig()
+    assert not (default.double_dqn or default.dueling or default.prioritized_replay) and default.n_step == 1
+    config = _preset("pong_rainbow_lite.flags")
+    assert config.double_dqn and config.dueling and config.prioritized_replay and config.n_step == 3
+    assert (config.priority_alpha, config.priority_beta_start) == (0.5, 0.4)
+
+
+@pytest.mark.parametrize("flags, expected", [
+    (["--n_step=0"], "--n_step=0: must be an integer from 1 to 100"),
+    (["--priority_alpha=1.5"], "--priority_alpha=1.5: must be in [0, 1]"),
+    (["--priority_beta_start=-0.1"], "--priority_beta_start=-0.1: must be in [0, 1]"),
+])
+def test_bad_variant_flags_are_named(tmp_path, flags, expected):
+    line = _error_line(python_module("hvd_dqn.train", [f"--logdir={tmp_path}"] + flags, timeout=120, check=False))
+    assert line.startswith(f"hvd_dqn.train: error: {expected}"), line

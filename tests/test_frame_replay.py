@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from hvd_dqn.frame_replay import FrameReplayMemory
+from hvd_dqn.replay import PrioritySettings
 
 STACK, SHAPE = 4, (2, 2)
 
@@ -59,7 +60,8 @@ def _check_all(memory, expected):
         observation, action, reward, discount, next_observation = expected[key]
         np.testing.assert_array_equal(batch.observation_tm1[index], observation, err_msg=str(key))
         np.testing.assert_array_equal(batch.observation_t[index], next_observation, err_msg=str(key))
-        assert (batch.action_tm1[index], batch.reward_t[index], batch.discount_t[index]) == (action, reward, discount)
+        assert (batch.action_tm1[index], batch.reward_t[index]) == (action, reward)
+        assert batch.discount_t[index] == pytest.approx(memory.gamma * discount)  # one step: gamma or 0
     return keys
 
 
@@ -130,9 +132,65 @@ def test_sampling_draws_only_sampleable_transitions_over_many_wraps():
 def test_memory_per_transition_fits_the_atari_budget():
     memory = FrameReplayMemory(capacity=1000, num_envs=4)
     assert memory.bytes_per_transition <= 7200
-    assert memory.bytes_per_transition == 84 * 84 + 1 + 4 + 4 + 1 + 1
+    # frame, action, reward, discount, ended, transition, first
+    assert memory.bytes_per_transition == 84 * 84 + 1 + 4 + 4 + 1 + 1 + 1
 
 
 def test_empty_memory_refuses_to_sample():
     with pytest.raises(ValueError, match="empty"):
         FrameReplayMemory(capacity=40, num_envs=2, frame_shape=SHAPE).sample(4, np.random.default_rng(0))
+
+
+def test_three_step_stacks_and_returns_follow_each_env_to_its_episode_end():
+    """Two envs interleaved, episodes ending (terminated in env 0, truncated in env 1) inside windows."""
+    gamma = 0.5
+    memory = FrameReplayMemory(capacity=80, num_envs=2, frame_shape=SHAPE, gamma=gamma, n_step=3)
+    envs = StackingEnvs(2)
+    schedule = [[False, False], [False, True], [True, False], [False, False], [False, False], [False, False]]
+    steps = {0: [], 1: []}  # per env, per step: (entry, observation, reward, discount, ended, true next)
+    entry, checked = np.zeros(2, np.int64), 0
+    for step, ends in enumerate(schedule):
+        ends = np.asarray(ends, bool)
+        observation = envs.stacks.copy()
+        true_next, _ = envs.step(ends)
+        reward = np.array([1.0, 100.0]) * 2.0**step
+        discount = np.where(ends & (np.arange(2) == 0), 0.0, 1.0)  # env 0 terminates, env 1 truncates
+        memory.add(observation, np.zeros(2, np.int64), reward, discount, true_next, ends)
+        for env in range(2):
+            steps[env].append((int(entry[env]), observation[env], reward[env], discount[env], ends[env], true_next[env]))
+        entry += 1 + ends
+    for env in range(2):
+        for index, (position, observation, *_rest) in enumerate(steps[env]):
+            # The expected 3-step transition, walked step by step.
+            total, taken, discount, next_stack = 0.0, 0, 0.0, None
+            for _, _, reward, step_discount, ended, true_next in steps[env][index:index + 3]:
+                total += gamma**taken * reward
+                taken += 1
+                discount, next_stack = gamma**taken * step_discount, true_next
+                if ended or step_discount == 0:
+                    break
+            ok = memory.sampleable(np.array([env]), np.array([position]))[0]
+            if index + 3 > len(steps[env]) and not (ended or step_discount == 0):
+                assert not ok  # the window is not written yet
+                continue
+            if index + taken >= len(steps[env]):
+                continue  # the last step's successor frame is not written yet
+            assert ok, (env, position)
+            batch = memory.gather(np.array([env]), np.array([position]))
+            np.testing.assert_array_equal(batch.observation_tm1[0], observation)
+            np.testing.assert_array_equal(batch.observation_t[0], next_stack, err_msg=f"{env}, {position}")
+            assert batch.reward_t[0] == pytest.approx(total) and batch.discount_t[0] == pytest.approx(discount)
+            checked += 1
+    assert checked == 6  # steps 0-2 of each env; the later ones await frames not yet written
+
+
+def test_prioritised_frame_memory_never_draws_final_observation_entries():
+    memory = FrameReplayMemory(capacity=60, num_envs=2, frame_shape=SHAPE, n_step=2,
+                               priority=PrioritySettings(alpha=0.6))
+    envs = StackingEnvs(2)
+    rng = np.random.default_rng(0)
+    _run(memory, envs, [list(rng.random(2) < 0.2) for _ in range(40)])
+    batch = memory.sample(2000, np.random.default_rng(1), beta=0.4)
+    envs_drawn, slots = batch.indices // memory.segment, batch.indices % memory.segment
+    assert memory._transition[envs_drawn, slots].all()
+    assert batch.weights.dtype == np.float32 and batch.weights.max() == 1.0 and (batch.weights > 0).all()

@@ -21,7 +21,7 @@ Q_ONLINE_T = tf.constant([[4.0, 0.0], [0.0, 1.0], [-2.0, 5.0]])
     ([1.0, 0.0, 1.0], [1.0 + 0.9 * 3.0, 2.0, 0.5 + 0.9 * 0.0]),
 ])
 def test_dqn_targets_bootstrap_from_the_target_networks_max(discount, expected):
-    targets = td_targets(REWARD, tf.constant(discount), GAMMA, Q_TARGET_T)
+    targets = td_targets(REWARD, GAMMA * tf.constant(discount), Q_TARGET_T)
     np.testing.assert_allclose(targets.numpy(), expected, rtol=1e-6)
 
 
@@ -31,15 +31,15 @@ def test_dqn_targets_bootstrap_from_the_target_networks_max(discount, expected):
     ([0.0, 1.0, 0.0], [1.0, 2.0 + 0.9 * 2.0, 0.5]),
 ])
 def test_double_dqn_targets_let_the_online_network_choose(discount, expected):
-    targets = td_targets(REWARD, tf.constant(discount), GAMMA, Q_TARGET_T, Q_ONLINE_T)
+    targets = td_targets(REWARD, GAMMA * tf.constant(discount), Q_TARGET_T, Q_ONLINE_T)
     np.testing.assert_allclose(targets.numpy(), expected, rtol=1e-6)
 
 
 def test_terminal_and_truncated_steps_differ_only_in_the_bootstrap():
     """Same transition, once ending by termination (discount 0), once by a time limit (discount 1)."""
     q_target = tf.constant([[2.0, 7.0]])
-    terminal = td_targets(tf.constant([1.0]), tf.constant([0.0]), 0.99, q_target)
-    truncated = td_targets(tf.constant([1.0]), tf.constant([1.0]), 0.99, q_target)
+    terminal = td_targets(tf.constant([1.0]), tf.constant([0.0]), q_target)
+    truncated = td_targets(tf.constant([1.0]), tf.constant([0.99]), q_target)
     assert terminal.numpy()[0] == pytest.approx(1.0)
     assert truncated.numpy()[0] == pytest.approx(1.0 + 0.99 * 7.0)
 
@@ -55,13 +55,13 @@ def _learner(double_dqn=True):
     online = build_mlp_q_network((3,), 2, (8,), "online")
     target = build_mlp_q_network((3,), 2, (8,), "target")
     optimizer = make_optimizer(1e-2, 1e-7, 0.0, 1, False, 0, distributed=False)
-    return DQNLearner(online, target, optimizer, gamma=0.9, double_dqn=double_dqn)
+    return DQNLearner(online, target, optimizer, double_dqn=double_dqn)
 
 
 def _batch():
     rng = np.random.default_rng(0)
     return Batch(rng.normal(size=(5, 3)).astype(np.float32), np.array([0, 1, 1, 0, 1], np.int32),
-                 rng.normal(size=5).astype(np.float32), np.array([1, 0, 1, 1, 0], np.float32),
+                 rng.normal(size=5).astype(np.float32), np.array([0.9, 0, 0.9, 0.9, 0], np.float32),
                  rng.normal(size=(5, 3)).astype(np.float32))
 
 
@@ -73,11 +73,12 @@ def test_update_reports_the_loss_of_the_weights_it_started_from(double_dqn):
     q_target_t = learner.target(batch.observation_t).numpy()
     selector = learner.online(batch.observation_t).numpy() if double_dqn else q_target_t
     bootstrap = q_target_t[np.arange(5), selector.argmax(axis=1)]
-    td_error = batch.reward_t + 0.9 * batch.discount_t * bootstrap - q_tm1[np.arange(5), batch.action_tm1]
+    td_error = batch.reward_t + batch.discount_t * bootstrap - q_tm1[np.arange(5), batch.action_tm1]
     expected_loss = np.mean(np.where(np.abs(td_error) <= 1, 0.5 * td_error**2, np.abs(td_error) - 0.5))
     before = [variable.numpy() for variable in learner.online.variables]
     metrics = learner.update(batch)
     assert metrics["td_loss"] == pytest.approx(expected_loss, rel=1e-5)
+    np.testing.assert_allclose(metrics["td_errors"], td_error, rtol=1e-5, atol=1e-6)
     assert int(learner.num_updates.numpy()) == 1
     assert any(not np.array_equal(old, new.numpy()) for old, new in zip(before, learner.online.variables))
 
@@ -91,3 +92,16 @@ def test_target_network_changes_only_when_synced():
     learner.sync_target()
     for online_variable, target_variable in zip(learner.online.variables, learner.target.variables):
         np.testing.assert_array_equal(online_variable.numpy(), target_variable.numpy())
+
+
+def test_importance_weights_scale_each_transitions_loss():
+    learner = _learner()
+    batch = _batch()
+    q_tm1 = learner.online(batch.observation_tm1).numpy()
+    q_target_t = learner.target(batch.observation_t).numpy()
+    bootstrap = q_target_t[np.arange(5), learner.online(batch.observation_t).numpy().argmax(axis=1)]
+    td_error = batch.reward_t + batch.discount_t * bootstrap - q_tm1[np.arange(5), batch.action_tm1]
+    batch.weights = np.array([1.0, 0.5, 0.0, 0.25, 1.0], np.float32)
+    per_transition = np.where(np.abs(td_error) <= 1, 0.5 * td_error**2, np.abs(td_error) - 0.5)
+    metrics = learner.update(batch)
+    assert metrics["td_loss"] == pytest.approx(np.mean(batch.weights * per_transition), rel=1e-5)

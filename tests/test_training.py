@@ -79,11 +79,16 @@ def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
     assert not np.array_equal(online_weights(halfway), online_weights(final_path))
 
 
-@pytest.mark.parametrize("ranks", [2, 1])
-def test_cartpole_preset_is_solved_within_100k_env_steps(tmp_path, ranks):
+@pytest.mark.parametrize("ranks, variant", [
+    (2, []),
+    (1, []),
+    # Prioritised replay with 3-step returns (issue 4's learning check), on top of the preset's double DQN.
+    (2, ["--prioritized_replay", "--n_step=3"]),
+], ids=["np2", "np1", "np2-prioritized-3step"])
+def test_cartpole_preset_is_solved_within_100k_env_steps(tmp_path, ranks, variant):
     logdir = tmp_path / "run"
     horovodrun(ranks, [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-                       f"--logdir={logdir}"], timeout=1200)
+                       f"--logdir={logdir}"] + variant, timeout=1200)
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
     assert final["env_steps"] <= 100_000
     report = tmp_path / "eval.json"

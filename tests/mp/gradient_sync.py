@@ -28,7 +28,7 @@ def random_batch(rng: np.random.Generator, size: int) -> Batch:
         observation_tm1=rng.normal(size=(size, OBSERVATION_SIZE)).astype(np.float32),
         action_tm1=rng.integers(0, NUM_ACTIONS, size=size).astype(np.int32),
         reward_t=rng.normal(size=size).astype(np.float32),
-        discount_t=(rng.random(size) > 0.2).astype(np.float32),
+        discount_t=0.99 * (rng.random(size) > 0.2).astype(np.float32),
         observation_t=rng.normal(size=(size, OBSERVATION_SIZE)).astype(np.float32),
     )
 
@@ -40,7 +40,7 @@ def flat_weights(model: tf.keras.Model) -> np.ndarray:
 def trap_update(learner: DQNLearner, batch: Batch) -> None:
     """What a custom loop might write: tape.gradient + apply_gradients. Horovod never allreduces here."""
     q_target_t = learner.target(batch.observation_t)
-    targets = td_targets(batch.reward_t, batch.discount_t, learner.gamma, q_target_t)
+    targets = td_targets(batch.reward_t, batch.discount_t, q_target_t)
     with tf.GradientTape() as tape:
         q_taken = tf.gather(learner.online(batch.observation_tm1), batch.action_tm1, axis=-1, batch_dims=1)
         loss = tf.reduce_mean(huber(targets - q_taken, learner.huber_delta))
@@ -67,7 +67,7 @@ def main():
         optimizer = hvd_keras.DistributedOptimizer(tf.keras.optimizers.SGD(learning_rate=0.1))
     else:
         optimizer = make_optimizer(1e-3, 1e-7, 10.0, world.size, False, 0)
-    learner = DQNLearner(online, target, optimizer, gamma=0.99, double_dqn=True)
+    learner = DQNLearner(online, target, optimizer, double_dqn=True)
     distributed.broadcast_from_chief(learner.synchronized_variables)
     initial = flat_weights(online)
 
@@ -76,7 +76,8 @@ def main():
         data = random_batch(np.random.default_rng(7), 2 * args.batch)
         share = 2 * args.batch // world.size
         rows = slice(world.rank * share, (world.rank + 1) * share)
-        learner.update(Batch(*(getattr(data, field)[rows] for field in Batch.__dataclass_fields__)))
+        learner.update(Batch(data.observation_tm1[rows], data.action_tm1[rows], data.reward_t[rows],
+                             data.discount_t[rows], data.observation_t[rows]))
         data_seen = data.reward_t[rows]
     else:
         rng = np.random.default_rng(1000 + world.rank)  # each rank sees different data

@@ -4,13 +4,15 @@ Layout under <logdir>/checkpoints/:
 
     ckpt-000000050000/          one folder per checkpoint, named by env steps (summed over ranks)
         state.index, state.data-*   tf.train.Checkpoint of online, target, optimizer, num_updates
-        counters.json               env_steps, episodes, updates, wall time, ...
+        counters.json               env_steps, episodes, updates, each rank's RNG state, wall time, ...
         config.json                 the TrainConfig of the run that wrote it
+        replay-rank00001.npz        with --checkpoint_replay: rank 1's replay memory (written by rank 1)
         COMPLETE                    written last: a folder without it is ignored
 
-A checkpoint is first written into a hidden temporary folder, then renamed into place, then marked
-COMPLETE (as Dopamine's checkpointer does with its sentinel), so a crash mid-write never leaves a folder
-that looks finished. The newest `keep` complete checkpoints are kept.
+A checkpoint is first written into a hidden staging folder, then renamed into place, then marked COMPLETE
+(as Dopamine's checkpointer does with its sentinel), so a crash mid-write never leaves a folder that looks
+finished. The newest `keep` complete checkpoints are kept. With replay shards every rank writes its own
+shard into the staging folder before rank 0 completes it.
 """
 from __future__ import annotations
 
@@ -46,19 +48,39 @@ def latest_checkpoint(logdir: str) -> Optional[str]:
     return found[-1] if found else None
 
 
+def staging_path(logdir: str, env_steps: int) -> str:
+    """The hidden folder a checkpoint is assembled in; every rank can name it from the counters alone."""
+    return os.path.join(checkpoint_root(logdir), f".staging-ckpt-{int(env_steps):012d}")
+
+
+def create_staging(logdir: str, env_steps: int) -> str:
+    """Rank 0: an empty staging folder for the checkpoint at `env_steps` (a leftover one is cleared)."""
+    staging = staging_path(logdir, env_steps)
+    shutil.rmtree(staging, ignore_errors=True)
+    os.makedirs(staging)
+    return staging
+
+
+def replay_shard_path(checkpoint_path: str, rank: int) -> str:
+    return os.path.join(checkpoint_path, f"replay-rank{rank:05d}.npz")
+
+
 def save(logdir: str, items: Dict[str, object], counters: dict, config_json: str, keep: int) -> str:
-    """Writes one checkpoint named by counters["env_steps"]; returns its path. Call on rank 0 only."""
+    """Completes the checkpoint named by counters["env_steps"] in its staging folder (created here unless
+    the ranks already wrote replay shards into it), renames it into place and marks it COMPLETE; returns
+    its path. Call on rank 0 only. On an error (a full disk) the staging folder is removed and the earlier
+    checkpoints stay as they were."""
     root = checkpoint_root(logdir)
     os.makedirs(root, exist_ok=True)
     final = os.path.join(root, f"ckpt-{int(counters['env_steps']):012d}")
-    temporary = os.path.join(root, f".tmp-{os.path.basename(final)}-{os.getpid()}")
-    shutil.rmtree(temporary, ignore_errors=True)
-    os.makedirs(temporary)
-    import tensorflow as tf
-
-    tf.train.Checkpoint(**items).write(os.path.join(temporary, "state"))
-    _write_text(os.path.join(temporary, "counters.json"), json.dumps(counters, indent=2, sort_keys=True))
-    _write_text(os.path.join(temporary, "config.json"), config_json)
+    temporary = staging_path(logdir, counters["env_steps"])
+    if not os.path.isdir(temporary):
+        create_staging(logdir, counters["env_steps"])
+    try:
+        _write_into(temporary, items, counters, config_json)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
     if os.path.exists(final):  # a re-run that reached the same step: the new one replaces it
         shutil.rmtree(final)
     os.rename(temporary, final)
@@ -66,6 +88,14 @@ def save(logdir: str, items: Dict[str, object], counters: dict, config_json: str
     for stale in complete_checkpoints(logdir)[:-keep]:
         shutil.rmtree(stale, ignore_errors=True)
     return final
+
+
+def _write_into(temporary: str, items: Dict[str, object], counters: dict, config_json: str) -> None:
+    import tensorflow as tf
+
+    tf.train.Checkpoint(**items).write(os.path.join(temporary, "state"))
+    _write_text(os.path.join(temporary, "counters.json"), json.dumps(counters, indent=2, sort_keys=True))
+    _write_text(os.path.join(temporary, "config.json"), config_json)
 
 
 def restore(path: str, items: Dict[str, object]) -> dict:

@@ -83,6 +83,7 @@ class TrainConfig:
     stop_at_eval_return: Optional[float] = None  # stop training once evaluation reaches this mean return
     checkpoint_interval_env_steps: int = 25_000  # 0: only the final checkpoint
     keep_checkpoints: int = 3
+    checkpoint_replay: bool = False  # each rank also saves its replay memory (needs a logdir all ranks share)
     resume: bool = False
 
     # Performance.

@@ -88,6 +88,11 @@ def broadcast_from_chief(variables: Sequence) -> None:
     hvd.broadcast_variables(list(variables), root_rank=0)
 
 
+def barrier(name: str) -> None:
+    """Returns on each rank once every rank has called it (a one-number allreduce)."""
+    sum_over_ranks(np.zeros(1), name)
+
+
 def sum_over_ranks(values: np.ndarray, name: str) -> np.ndarray:
     """Element-wise sum of a float64 vector over all ranks (every rank must call this)."""
     import horovod.tensorflow as hvd

@@ -28,13 +28,15 @@ class EnvSpec:
     num_actions: int
 
 
-def env_seeds(seed: int, count: int) -> list:
+def env_seeds(seed: int, count: int, stream: int = 0) -> list:
     """Distinct 32-bit seeds for `count` environments, derived from one rank's seed (seed + rank).
 
     Deriving them through a SeedSequence keeps env i of rank r and env j of rank r + 1 from sharing a seed
-    (which seed + rank + i would do).
+    (which seed + rank + i would do). A non-zero `stream` (a resumed run passes its env steps) gives another
+    set, so a resumed run does not replay the episodes its first part began with.
     """
-    return [int(value) for value in np.random.SeedSequence(seed).generate_state(count)]
+    entropy = [seed, stream] if stream else seed
+    return [int(value) for value in np.random.SeedSequence(entropy).generate_state(count)]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -70,6 +70,9 @@ _HELP = {
     "stop_at_eval_return": "Stop training (and checkpoint) once an evaluation's mean return reaches this value.",
     "checkpoint_interval_env_steps": "Env steps (summed over ranks) between two checkpoints; 0: only at the end.",
     "keep_checkpoints": "Most recent checkpoints to keep.",
+    "checkpoint_replay": "Each rank also writes its replay memory into every checkpoint (one compressed shard per "
+                         "rank; about 0.5-1 GB per million Atari transitions), so --resume continues with full "
+                         "memories. --logdir must be on a file system every rank can write.",
     "resume": "Continue from the latest checkpoint in --logdir (error if there is none).",
     "intra_op_threads": "TensorFlow threads inside one op; 0: this host's cores divided by the ranks on it.",
     "inter_op_threads": "TensorFlow ops run in parallel.",

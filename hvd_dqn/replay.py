@@ -26,7 +26,7 @@ env * segment + slot; see PrioritySettings.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import numpy as np
 
@@ -98,6 +98,60 @@ class SegmentedReplay:
         if self._tree is not None:
             total += self._tree._nodes.nbytes
         return total // self.capacity
+
+    # --- checkpointing ----------------------------------------------------------------------------------
+    def state(self) -> Dict[str, np.ndarray]:
+        """Everything needed to continue sampling exactly as before: the stored entries, the write
+        counters and, when prioritised, the priorities."""
+        names = [name for name, value in vars(self).items()
+                 if isinstance(value, np.ndarray) and name != "_env_index"]
+        state = {name: getattr(self, name) for name in names}
+        if self._tree is not None:
+            state["_tree_nodes"] = self._tree._nodes
+            state["_max_priority"] = np.array(self._max_priority)
+        return state
+
+    def load_state(self, state: Dict[str, np.ndarray]) -> None:
+        """Restores `state()`; raises ValueError naming the first array whose shape or type differs (a
+        memory built with another capacity, env count, observation shape or prioritisation)."""
+        expected = self.state()
+        missing = sorted(set(expected) - set(state)) or sorted(set(state) - set(expected))
+        if missing:
+            raise ValueError(f"holds different fields ({', '.join(missing)}): written with or without "
+                             "--prioritized_replay unlike this run")
+        for name, array in expected.items():
+            if state[name].shape != array.shape or state[name].dtype != array.dtype:
+                raise ValueError(f"{name.strip('_')} has shape {state[name].shape} {state[name].dtype}, this run "
+                                 f"{array.shape} {array.dtype} (another --replay_capacity, --num_envs or environment?)")
+        for name, array in state.items():
+            if name == "_tree_nodes":
+                self._tree._nodes[...] = array
+            elif name == "_max_priority":
+                self._max_priority = float(array)
+            else:
+                getattr(self, name)[...] = array
+
+    def save(self, path: str) -> None:
+        """Writes state() as one compressed .npz file (written beside `path`, then renamed)."""
+        import os
+
+        temporary = f"{path}.partial.npz"
+        np.savez_compressed(temporary, **self.state())
+        os.replace(temporary, path)
+
+    def load(self, path: str) -> None:
+        with np.load(path) as stored:
+            self.load_state({name: stored[name] for name in stored.files})
+
+    def digest(self) -> str:
+        """A short hash of the whole state: equal digests mean identical memories."""
+        import hashlib
+
+        digest = hashlib.sha256()
+        for name, array in sorted(self.state().items()):
+            digest.update(name.encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()[:16]
 
     def _write(self, envs, transition, action, reward, discount, ended) -> np.ndarray:
         """Writes one entry for each of `envs`; returns their slots."""

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import signal
 import sys
 import time
+from typing import Optional
 
 # TensorFlow 2.15 prints C++ start-up chatter, and harmless "Unable to register cuDNN factory" errors,
 # once per rank; set TF_CPP_MIN_LOG_LEVEL=0 to see them.
@@ -34,6 +37,29 @@ class Counters:
     env_steps: int = 0  # summed over ranks
     episodes: int = 0  # summed over ranks
     updates: int = 0
+
+
+class StopSignals:
+    """SIGTERM (pre-emption: Slurm, Kubernetes, horovodrun passing on its own signal) and SIGINT (Ctrl-C)
+    only set a flag here; the loop polls it collectively (`Trainer._stop_requested`), so every rank stops
+    after the same iteration, writes the final checkpoint together and exits cleanly. A second signal of
+    the same kind gets the default behaviour (an immediate stop)."""
+
+    def __init__(self):
+        self.received: Optional[str] = None
+
+    def install(self) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        self.received = signal.Signals(signum).name
+        signal.signal(signum, signal.SIG_DFL)
+
+
+# The ranks agree on stopping every this many env steps per rank (one tiny allreduce): short enough to stop
+# within horovodrun's 5-second grace period on Atari, rare enough to cost nothing on CartPole.
+STOP_POLL_ENV_STEPS_PER_RANK = 32
 
 
 class Trainer:
@@ -78,6 +104,8 @@ class Trainer:
         self.counters = Counters()
         self.unreported_episodes = 0  # episodes this rank finished since the counters were last summed
         self.last_checkpoint_env_steps = None
+        self.update_credit = 0  # env steps of this rank not yet paid for with updates (checkpointed)
+        self.stopped_by = None  # the signal that ended the run early
 
     # --- set-up ----------------------------------------------------------------------------------------
     def _make_eval_env(self):
@@ -90,33 +118,107 @@ class Trainer:
             return None
         return make_env_for(self.config, share, self.world.local_size)
 
+    def check_shared_logdir(self) -> None:
+        """Collective: with --checkpoint_replay every rank writes into --logdir, so all must see the same
+        folder. Rank 0 leaves a file there; a rank that cannot see it (a host-local folder) is named."""
+        if not self.config.checkpoint_replay or self.world.size == 1:
+            return
+        probe = os.path.join(self.config.logdir, f".shared-probe-{os.getpid()}")
+        if self.world.is_chief:
+            with open(probe, "w") as handle:
+                handle.write("rank 0 was here")
+        probe = distributed.broadcast_object(probe, "shared_probe")
+        seen = os.path.exists(probe) and os.access(self.config.logdir, os.W_OK)
+        views = distributed.gather_objects((seen, os.environ.get("HOROVOD_HOSTNAME") or os.uname().nodename),
+                                           "shared_probe_seen")
+        if self.world.is_chief:
+            os.remove(probe)
+        blind = [f"rank {rank} on {host}" for rank, (seen, host) in enumerate(views) if not seen]
+        if blind:
+            raise ConfigError(f"--checkpoint_replay: --logdir={self.config.logdir} is not one shared, writable "
+                              f"folder for every rank ({', '.join(blind)} cannot see rank 0's files); put it on "
+                              "a shared file system or leave out --checkpoint_replay")
+
     def restore_or_broadcast(self) -> None:
-        """Rank 0 loads the latest checkpoint when resuming; then everything it holds is broadcast."""
-        resume_from = None
+        """With --resume, rank 0 loads the newest checkpoint that reads back whole (skipping, with a warning
+        naming each, any that are corrupt); then everything it holds is broadcast."""
+        resume_from, counters, problem = None, None, None
         if self.config.resume and self.world.is_chief:
-            resume_from = checkpoint.latest_checkpoint(self.config.logdir)
-        resume_from = distributed.broadcast_object(resume_from if self.config.resume else None, "resume_path")
-        if self.config.resume and resume_from is None:
-            raise ConfigError(f"--resume: no complete checkpoint under {checkpoint.checkpoint_root(self.config.logdir)}")
-        counters, problem = None, None
-        if resume_from is not None and self.world.is_chief:
-            problem = incompatibility(self.config, TrainConfig.from_json(checkpoint.read_config_json(resume_from)))
-            if problem is None:
-                counters = checkpoint.restore(resume_from, self.learner.checkpoint_items())
+            resume_from, counters, problem = self._load_newest_readable_checkpoint()
         problem = distributed.broadcast_object(problem, "resume_problem")
+        resume_from = distributed.broadcast_object(resume_from, "resume_path")
         if problem:
-            raise ConfigError(f"--resume: {resume_from} {problem}")
+            raise ConfigError(f"--resume: {problem}")
         counters = distributed.broadcast_object(counters, "resume_counters")
         # Horovod: every rank starts from rank 0's weights, target weights and optimizer state.
         distributed.broadcast_from_chief(self.learner.synchronized_variables)
         if counters is not None:
             self.counters = Counters(**{key: int(counters[key]) for key in ("env_steps", "episodes", "updates")})
             self.last_checkpoint_env_steps = self.counters.env_steps
-            if self.world.is_chief:
-                logging.info("resumed from %s at %s env steps, %s updates; refilling replay memory with %s "
-                             "transitions per rank before updating again", resume_from,
-                             f"{self.counters.env_steps:,}", f"{self.counters.updates:,}",
-                             f"{self.config.learning_starts:,}")
+            self._restore_rank_state(resume_from, counters)
+
+    def _load_newest_readable_checkpoint(self):
+        """Rank 0: (path, counters, None) for the newest complete checkpoint that loads, or (None, None, why)."""
+        candidates = checkpoint.complete_checkpoints(self.config.logdir)[::-1]
+        if not candidates:
+            return None, None, f"no complete checkpoint under {checkpoint.checkpoint_root(self.config.logdir)}"
+        for path in candidates:
+            try:
+                saved = TrainConfig.from_json(checkpoint.read_config_json(path))
+            except (OSError, ValueError, TypeError) as error:
+                logging.warning("skipping checkpoint %s: its config.json is unreadable (%s)", path, error)
+                continue
+            problem = incompatibility(self.config, saved)
+            if problem:
+                return None, None, f"{path} {problem}"
+            try:
+                return path, checkpoint.restore(path, self.learner.checkpoint_items()), None
+            except Exception as error:  # TensorFlow reports damaged files with several error types
+                first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+                logging.warning("skipping checkpoint %s: it does not load (%s)", path, first_line[:200])
+        return None, None, (f"none of the {len(candidates)} complete checkpoints under "
+                            f"{checkpoint.checkpoint_root(self.config.logdir)} loads (see the warnings above)")
+
+    def _restore_rank_state(self, path: str, counters: dict) -> None:
+        """Collective: each rank takes back its RNG state, its update credit and (with --checkpoint_replay)
+        its replay shard. Re-sharding rule when the rank count changed: rank r takes what rank r saved,
+        if it saved anything; other ranks start from fresh RNGs and empty memories."""
+        rank_states = counters.get("rank_states") or []
+        saved = rank_states[self.world.rank] if self.world.rank < len(rank_states) else None
+        if saved is not None:
+            self.rng.bit_generator.state = saved["rng"]
+        problem, restored = None, None
+        shard = checkpoint.replay_shard_path(path, self.world.rank)
+        if self.config.checkpoint_replay and os.path.exists(shard):
+            try:
+                self.replay.load(shard)
+                restored = self.replay.digest()
+                # Env steps already stored but not yet paid for with updates; with an empty memory instead,
+                # updates restart from zero credit once it is refilled, as in a fresh run.
+                self.update_credit = int(saved["update_credit"]) if saved is not None else 0
+            except (OSError, ValueError, KeyError) as error:
+                problem = f"replay shard {shard} {error}"
+        outcomes = distributed.gather_objects((problem, restored, len(self.replay)), "replay_restored")
+        problem = next((outcome[0] for outcome in outcomes if outcome[0]), None)
+        if problem:
+            raise ConfigError(f"--resume: {problem}; resume without --checkpoint_replay or with the settings "
+                              "that wrote it")
+        if not self.world.is_chief:
+            return
+        if len(rank_states) != self.world.size:
+            logging.warning("the checkpoint was written by %d ranks, this run has %d: ranks without saved state "
+                            "start with fresh RNGs and empty replay memories", len(rank_states), self.world.size)
+        digests = [outcome[1] for outcome in outcomes]
+        expected = [state.get("replay_digest") for state in rank_states][:self.world.size]
+        if self.config.checkpoint_replay and any(digests):
+            logging.info("replay memories restored (transitions per rank %s; digests %s)",
+                         [outcome[2] for outcome in outcomes], digests)
+            if digests[:len(expected)] != expected:
+                logging.error("restored replay digests %s differ from those saved %s", digests, expected)
+        logging.info("resumed from %s at %s env steps, %s updates%s", path, f"{self.counters.env_steps:,}",
+                     f"{self.counters.updates:,}",
+                     "" if any(digests) else f"; refilling replay memory with {self.config.learning_starts:,} "
+                                             "transitions per rank before updating again")
 
     def log_start(self) -> None:
         """Collective (the world description is gathered from all ranks); rank 0 logs and writes."""
@@ -136,6 +238,7 @@ class Trainer:
         from hvd_dqn.metrics import EpisodeTracker, MetricsWriter, RankMetrics
 
         config, world = self.config, self.world
+        self.check_shared_logdir()
         self.restore_or_broadcast()
         self.log_start()
         self.writer = None
@@ -144,10 +247,14 @@ class Trainer:
                                         frames_per_step(config.env_id))
         self.rank_metrics = RankMetrics()
         self.episodes = EpisodeTracker(config.num_envs)
-        self.update_credit = 0  # env steps of this rank not yet paid for with updates
         self.last_log_env_steps = self.counters.env_steps
-        observation, _ = self.env.reset(seed=env_seeds(config.seed + world.rank, config.num_envs))
-        stop = False
+        # A resumed run starts new episodes (emulator states are not checkpointed), from seeds of their own.
+        observation, _ = self.env.reset(seed=env_seeds(config.seed + world.rank, config.num_envs,
+                                                       stream=self.counters.env_steps))
+        signals = StopSignals()
+        signals.install()
+        poll_every = max(1, -(-STOP_POLL_ENV_STEPS_PER_RANK // config.num_envs))  # iterations
+        stop, iteration, epsilon = False, 0, None
         while self.counters.env_steps < config.total_env_steps and not stop:
             previous_env_steps = self.counters.env_steps
             epsilon = self.epsilon(previous_env_steps) if self.env_epsilons is None else self.env_epsilons
@@ -155,14 +262,31 @@ class Trainer:
             observation = self._act_and_store(observation, epsilon)
             self._learn()
             stop = self._periodic_phases(previous_env_steps, epsilon)
+            iteration += 1
+            if not stop and iteration % poll_every == 0:
+                stop = self._stop_requested(signals)
         if self.last_log_env_steps != self.counters.env_steps:  # the episodes since the last log point
             self._log(epsilon, None)
         if self.last_checkpoint_env_steps != self.counters.env_steps:
             self._checkpoint()
+        if self.stopped_by and world.is_chief:
+            logging.info("stopped by %s at %s env steps; checkpoint %s holds everything. To continue, run the "
+                         "same command with --resume", self.stopped_by, f"{self.counters.env_steps:,}",
+                         checkpoint.latest_checkpoint(config.logdir))
         if self.writer:
             self.writer.close()
         self.env.close()
         return self.counters
+
+    def _stop_requested(self, signals: StopSignals) -> bool:
+        """Collective: whether any rank received SIGTERM or SIGINT; then every rank stops together."""
+        votes = distributed.gather_from_ranks(np.array([1.0 if signals.received else 0.0]), "stop_votes")
+        if votes.any():
+            self.stopped_by = signals.received or "a signal to another rank"
+            if self.world.is_chief:
+                logging.info("received %s: finishing this step, then writing a checkpoint", self.stopped_by)
+            return True
+        return False
 
     # --- phases --------------------------------------------------------------------------------------------
     def _act_and_store(self, observation, epsilon):
@@ -258,28 +382,70 @@ class Trainer:
         self.unreported_episodes = 0
 
     def _checkpoint(self) -> None:
-        """Collective (episode counts and weight digests are gathered from all ranks); rank 0 writes.
+        """Collective: every rank reports its state (and, with --checkpoint_replay, writes its replay shard
+        into the staging folder); rank 0 writes the rest and completes the checkpoint. A write that fails on
+        any rank (a full disk) stops the job on every rank with one line naming it; the earlier checkpoints
+        stay intact.
 
         The checkpoint records each replica's weight digest: the proof, for any run, that data parallelism
         kept the replicas identical. A mismatch is logged as an error; the checkpoint holds rank 0's.
         """
+        config, env_steps = self.config, self.counters.env_steps
         self._sum_episode_counts()
-        digests = distributed.gather_objects(distributed.weights_digest(self.learner.online.variables),
-                                             "replica_digests")
-        if self.world.is_chief:
+        shard_error = None
+        if config.checkpoint_replay:
+            if self.world.is_chief:
+                checkpoint.create_staging(config.logdir, env_steps)
+            distributed.barrier("staging_created")
+            try:
+                self.replay.save(checkpoint.replay_shard_path(checkpoint.staging_path(config.logdir, env_steps),
+                                                              self.world.rank))
+            except OSError as error:
+                shard_error = f"rank {self.world.rank} could not write its replay shard ({error.strerror or error})"
+        rank_state = dict(weights_digest=distributed.weights_digest(self.learner.online.variables),
+                          rng=self.rng.bit_generator.state, update_credit=self.update_credit,
+                          replay_digest=self.replay.digest() if config.checkpoint_replay else None,
+                          error=shard_error)
+        rank_states = distributed.gather_objects(rank_state, "rank_states")
+        problem = next((state["error"] for state in rank_states if state["error"]), None)
+        path = None
+        if self.world.is_chief and problem is None:
+            digests = [state["weights_digest"] for state in rank_states]
             if len(set(digests)) != 1:
                 logging.error("replicas differ at %s env steps (online-weight digests by rank: %s); the "
-                              "gradient allreduce is not in effect", f"{self.counters.env_steps:,}", digests)
+                              "gradient allreduce is not in effect", f"{env_steps:,}", digests)
             counters = dict(dataclasses.asdict(self.counters), world_size=self.world.size,
-                            replica_weight_digests=digests, time=time.time())
-            path = checkpoint.save(self.config.logdir, self.learner.checkpoint_items(), counters,
-                                   self.config.to_json(), self.config.keep_checkpoints)
+                            replica_weight_digests=digests, time=time.time(),
+                            rank_states=[{key: state[key] for key in ("rng", "update_credit", "replay_digest")}
+                                         for state in rank_states])
+            try:
+                path = checkpoint.save(config.logdir, self.learner.checkpoint_items(), counters,
+                                       config.to_json(), config.keep_checkpoints)
+            except (OSError, tf_errors()) as error:
+                problem = f"rank 0 could not write it ({getattr(error, 'strerror', None) or error})"
+        elif self.world.is_chief:
+            shutil.rmtree(checkpoint.staging_path(config.logdir, env_steps), ignore_errors=True)
+        problem = distributed.broadcast_object(problem, "checkpoint_problem")
+        if problem:
+            raise CheckpointError(f"checkpoint at {env_steps:,} env steps in {checkpoint.checkpoint_root(config.logdir)}"
+                                  f" failed: {problem}; the earlier checkpoints are intact")
+        if path:
             logging.info("checkpoint written: %s", path)
-        self.last_checkpoint_env_steps = self.counters.env_steps
+        self.last_checkpoint_env_steps = env_steps
 
 
 # Settings that decide the shapes of what a checkpoint holds; a resumed run must agree on them.
 _CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space", "dueling")
+
+
+class CheckpointError(Exception):
+    """A checkpoint could not be written; the job stops with this message on rank 0."""
+
+
+def tf_errors():
+    import tensorflow as tf
+
+    return tf.errors.OpError
 
 
 def make_replay_memory(config: TrainConfig, spec):
@@ -334,7 +500,7 @@ def main(argv) -> None:
     try:
         config = config_from_flags(check_logdir_writable=rank == 0)
         Trainer(config).run()
-    except ConfigError as error:
+    except (ConfigError, CheckpointError) as error:
         fail(str(error))
 
 

@@ -1,0 +1,145 @@
+"""Exact resume with replay shards, corrupt checkpoints skipped, pre-emption by SIGTERM, a full disk."""
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from conftest import PYTHON, REPO, _horovodrun, horovodrun, python_module, run, subprocess_env
+from hvd_dqn import checkpoint
+from hvd_dqn.frame_replay import FrameReplayMemory
+from hvd_dqn.replay import PrioritySettings, ReplayMemory
+
+CARTPOLE = [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--eval_interval_env_steps=0"]
+
+
+def _train(logdir, *flags, timeout=600, check=True):
+    return horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", *CARTPOLE, f"--logdir={logdir}", *flags],
+                      timeout=timeout, check=check)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: ReplayMemory(60, 2, (3,), n_step=3, priority=PrioritySettings()),
+    lambda: FrameReplayMemory(60, 2, (2, 2), n_step=2, priority=PrioritySettings()),
+    lambda: FrameReplayMemory(60, 2, (2, 2)),
+], ids=["vector-prioritized", "frames-prioritized", "frames-uniform"])
+def test_replay_memories_save_and_load_exactly(tmp_path, make):
+    memory, rng = make(), np.random.default_rng(0)
+    for step in range(50):  # more steps than the ring holds, with episode ends
+        observation = rng.integers(0, 255, size=(2, *memory.state()["_observations_tm1" if isinstance(
+            memory, ReplayMemory) else "_frames"].shape[2:]))
+        if isinstance(memory, FrameReplayMemory):
+            observation = np.repeat(observation[:, None], 4, axis=1).astype(np.uint8)
+        ended = rng.random(2) < 0.2
+        memory.add(observation, rng.integers(0, 3, 2), rng.normal(size=2), (~ended).astype(np.float32),
+                   observation, ended)
+    if memory.priority:
+        batch = memory.sample(8, rng)
+        memory.update_priorities(batch.indices, rng.normal(size=8) * 5)
+    memory.save(str(tmp_path / "shard.npz"))
+    restored = make()
+    restored.load(str(tmp_path / "shard.npz"))
+    assert restored.digest() == memory.digest()
+    one, other = memory.sample(16, np.random.default_rng(5)), restored.sample(16, np.random.default_rng(5))
+    for field in ("observation_tm1", "action_tm1", "reward_t", "discount_t", "observation_t", "weights"):
+        if getattr(one, field) is not None:
+            np.testing.assert_array_equal(getattr(one, field), getattr(other, field))
+
+
+def test_a_shard_from_another_memory_is_refused_by_name(tmp_path):
+    ReplayMemory(60, 2, (3,)).save(str(tmp_path / "shard.npz"))
+    with pytest.raises(ValueError, match="shape"):
+        ReplayMemory(80, 2, (3,)).load(str(tmp_path / "shard.npz"))
+    with pytest.raises(ValueError, match="--prioritized_replay"):
+        ReplayMemory(60, 2, (3,), priority=PrioritySettings()).load(str(tmp_path / "shard.npz"))
+
+
+def test_resume_with_replay_shards_continues_exactly_and_skips_a_corrupt_checkpoint(tmp_path):
+    logdir = tmp_path / "run"
+    variant = ["--checkpoint_replay", "--prioritized_replay", "--n_step=3", "--checkpoint_interval_env_steps=1500"]
+    _train(logdir, "--total_env_steps=3000", *variant)
+    saved = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+    assert saved["env_steps"] == 3000 and saved["updates"] == 504
+    saved_digests = [state["replay_digest"] for state in saved["rank_states"]]
+
+    result = _train(logdir, "--total_env_steps=4500", "--resume", *variant)
+    log = result.stdout + result.stderr
+    restored = re.search(r"replay memories restored \(transitions per rank \[(\d+), (\d+)\]; digests \['(\w+)', '(\w+)'\]\)", log)
+    assert restored, log[-3000:]
+    assert [restored.group(3), restored.group(4)] == saved_digests  # each rank's memory, bit for bit
+    assert "restored replay digests" not in log  # the trainer's own comparison found no difference
+    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+    # No refill: each of the 188 iterations after the resume pays for 4 updates at once (4 envs per rank,
+    # one update per env step), exactly as if the run had never stopped.
+    assert final["env_steps"] == 4504 and final["updates"] == 504 + 188 * 4
+
+    # Damage the newest checkpoint: the next resume names it, skips it and uses the one before.
+    newest = checkpoint.latest_checkpoint(str(logdir))
+    data = [name for name in os.listdir(newest) if name.startswith("state.data")][0]
+    os.truncate(os.path.join(newest, data), 1000)
+    result = _train(logdir, "--total_env_steps=4500", "--resume", *variant)
+    log = result.stdout + result.stderr
+    assert f"skipping checkpoint {newest}: it does not load" in log
+    assert "resumed from " + str(logdir / "checkpoints" / "ckpt-000000003000") in log
+
+
+def _rank_pids(log_text):
+    return {int(rank): int(pid) for rank, pid in re.findall(r"rank (\d+) \(local rank \d+, pid (\d+)\)", log_text)}
+
+
+def test_sigterm_to_one_rank_stops_every_rank_with_a_checkpoint(tmp_path):
+    logdir = tmp_path / "run"
+    command = [_horovodrun(), "-np", "2", "--gloo", PYTHON, "-m", "hvd_dqn.train", *CARTPOLE, f"--logdir={logdir}",
+               "--total_env_steps=1000000", "--checkpoint_interval_env_steps=0", "--log_interval_env_steps=1000"]
+    output = tmp_path / "output.txt"
+    with open(output, "w") as handle:
+        job = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, text=True, env=subprocess_env(),
+                               cwd=REPO)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not (logdir / "metrics.csv").exists():
+            time.sleep(1)
+        assert (logdir / "metrics.csv").exists(), output.read_text()[-3000:]
+        pids = _rank_pids(output.read_text())
+        assert set(pids) == {0, 1}, output.read_text()[-3000:]
+        os.kill(pids[1], signal.SIGTERM)  # as a scheduler pre-empting one host would
+        try:
+            job.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            job.kill()
+            pytest.fail("the job did not stop after SIGTERM:\n" + output.read_text()[-3000:])
+    text = output.read_text()
+    assert job.returncode == 0, text[-3000:]
+    assert "received a signal to another rank: finishing this step" in text or "received SIGTERM" in text
+    assert re.search(r"stopped by (SIGTERM|a signal to another rank) at [\d,]+ env steps; checkpoint .* To "
+                     r"continue, run the same command with --resume", text), text[-3000:]
+    assert "Traceback" not in text
+    stopped = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+    assert 0 < stopped["env_steps"] < 1_000_000
+    digests = stopped["replica_weight_digests"]
+    assert len(digests) == 2 and digests[0] == digests[1]
+    report = tmp_path / "eval.json"  # the checkpoint loads
+    python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=2", f"--json={report}"], timeout=300)
+    assert json.loads(report.read_text())["env_steps"] == stopped["env_steps"]
+
+
+def test_a_full_disk_stops_the_job_with_one_line_and_keeps_earlier_checkpoints(tmp_path):
+    logdir = tmp_path / "run"
+    # A 48 KB file-size limit: the first replay shards (about 34 KB) fit, the next ones (about 56 KB) do not,
+    # so the write fails part-way as on a full disk (Python turns SIGXFSZ into an OSError: File too large).
+    command = ["bash", "-c", 'ulimit -f 48; exec "$@"', "bash", _horovodrun(), "-np", "2", "--gloo", PYTHON, "-m",
+               "hvd_dqn.train", *CARTPOLE, f"--logdir={logdir}", "--hidden_sizes=16", "--total_env_steps=3000",
+               "--checkpoint_interval_env_steps=1500", "--checkpoint_replay"]
+    result = run(command, timeout=600, check=False)
+    text = result.stdout + result.stderr
+    assert result.returncode != 0
+    errors = [line for line in text.splitlines() if "hvd_dqn.train: error:" in line]
+    assert len(errors) == 1, text[-3000:]
+    assert re.search(r"checkpoint at 3,000 env steps in .*/checkpoints failed: rank \d could not write its replay "
+                     r"shard \(File too large\); the earlier checkpoints are intact", errors[0]), errors[0]
+    names = sorted(os.listdir(logdir / "checkpoints"))
+    assert names == ["ckpt-000000001504"]  # no staging folder or half-written checkpoint left behind
+    assert os.path.exists(logdir / "checkpoints" / "ckpt-000000001504" / checkpoint.COMPLETE_MARKER)

@@ -31,3 +31,20 @@ class EpsilonGreedyActor:
         if explore.all():  # early in training; skip the network
             return random_actions
         return np.where(explore, random_actions, self.greedy_actions(observation)).astype(np.int64)
+
+
+def act_and_store(env, actor: EpsilonGreedyActor, replay, observation: np.ndarray, epsilon, clip_rewards: bool,
+                  terminal_on_life_loss: bool):
+    """One step of a rank's acting path: epsilon-greedy actions for every env, one vector-env step, and the
+    transitions stored in `replay` (learning rewards clipped if asked; the true last observation where an
+    episode ended; discount 0 at learning terminals). Returns (next observations, raw rewards, done)."""
+    from hvd_dqn.envs import learning_discounts, true_next_observations
+
+    action = actor.select_actions(observation, epsilon)
+    next_observation, reward, terminated, truncated, info = env.step(action)
+    done = terminated | truncated
+    discount = learning_discounts(terminated, info, terminal_on_life_loss)
+    learning_reward = np.sign(reward) if clip_rewards else reward
+    replay.add(observation, action, learning_reward, discount, true_next_observations(next_observation, done, info),
+               done)
+    return next_observation, reward, done

@@ -291,15 +291,10 @@ class Trainer:
     # --- phases --------------------------------------------------------------------------------------------
     def _act_and_store(self, observation, epsilon):
         """Steps this rank's envs once; stores the transitions; returns the next observations."""
-        from hvd_dqn.envs import learning_discounts, true_next_observations
+        from hvd_dqn.actor import act_and_store
 
-        action = self.actor.select_actions(observation, epsilon)
-        next_observation, reward, terminated, truncated, info = self.env.step(action)
-        done = terminated | truncated
-        discount = learning_discounts(terminated, info, self.config.terminal_on_life_loss)
-        learning_reward = np.sign(reward) if self.config.clip_rewards else reward
-        self.replay.add(observation, action, learning_reward, discount,
-                        true_next_observations(next_observation, done, info), done)
+        next_observation, reward, done = act_and_store(self.env, self.actor, self.replay, observation, epsilon,
+                                                       self.config.clip_rewards, self.config.terminal_on_life_loss)
         finished_envs, finished_returns, finished_lengths = self.episodes.step(reward, done)
         if len(finished_envs):
             self.rank_metrics.record_episodes(self.counters.env_steps, finished_envs, finished_returns,

@@ -81,6 +81,7 @@ class TrainConfig:
     eval_episodes: int = 20  # split over ranks
     eval_epsilon: float = 0.0
     stop_at_eval_return: Optional[float] = None  # stop training once evaluation reaches this mean return
+    stop_consecutive_evals: int = 1  # ... in this many evaluations in a row
     checkpoint_interval_env_steps: int = 25_000  # 0: only the final checkpoint
     keep_checkpoints: int = 3
     checkpoint_replay: bool = False  # each rank also saves its replay memory (needs a logdir all ranks share)
@@ -156,6 +157,8 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     _require(config.batch_size <= config.learning_starts, "batch_size", config.batch_size,
              f"must be <= --learning_starts={config.learning_starts}, so the first minibatch can be drawn")
     _require(config.seed >= 0, "seed", config.seed, "must be an integer >= 0")
+    _require(config.stop_consecutive_evals >= 1, "stop_consecutive_evals", config.stop_consecutive_evals,
+             "must be a positive number of evaluations")
     _require(1 <= config.n_step <= 100, "n_step", config.n_step, "must be an integer from 1 to 100")
     _require(0.0 <= config.priority_alpha <= 1.0, "priority_alpha", config.priority_alpha,
              "must be in [0, 1] (0 is uniform sampling)")

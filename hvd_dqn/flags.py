@@ -68,6 +68,7 @@ _HELP = {
     "eval_episodes": "Episodes per evaluation, split over the ranks.",
     "eval_epsilon": "Exploration probability during evaluation (0 is greedy).",
     "stop_at_eval_return": "Stop training (and checkpoint) once an evaluation's mean return reaches this value.",
+    "stop_consecutive_evals": "How many evaluations in a row must reach --stop_at_eval_return before training stops.",
     "checkpoint_interval_env_steps": "Env steps (summed over ranks) between two checkpoints; 0: only at the end.",
     "keep_checkpoints": "Most recent checkpoints to keep.",
     "checkpoint_replay": "Each rank also writes its replay memory into every checkpoint (one compressed shard per "

@@ -37,6 +37,7 @@ class Counters:
     env_steps: int = 0  # summed over ranks
     episodes: int = 0  # summed over ranks
     updates: int = 0
+    evaluations_at_target: int = 0  # the latest evaluations in a row that reached --stop_at_eval_return
 
 
 class StopSignals:
@@ -153,7 +154,8 @@ class Trainer:
         # Horovod: every rank starts from rank 0's weights, target weights and optimizer state.
         distributed.broadcast_from_chief(self.learner.synchronized_variables)
         if counters is not None:
-            self.counters = Counters(**{key: int(counters[key]) for key in ("env_steps", "episodes", "updates")})
+            self.counters = Counters(**{field.name: int(counters.get(field.name, 0))
+                                        for field in dataclasses.fields(Counters)})
             self.last_checkpoint_env_steps = self.counters.env_steps
             self._restore_rank_state(resume_from, counters)
 
@@ -332,10 +334,13 @@ class Trainer:
         eval_return, stop = None, False
         if crossed(config.eval_interval_env_steps):
             eval_return = self.evaluate_during_training()
-            stop = config.stop_at_eval_return is not None and eval_return >= config.stop_at_eval_return
+            at_target = config.stop_at_eval_return is not None and eval_return >= config.stop_at_eval_return
+            self.counters.evaluations_at_target = self.counters.evaluations_at_target + 1 if at_target else 0
+            stop = self.counters.evaluations_at_target >= config.stop_consecutive_evals
             if stop and self.world.is_chief:
-                logging.info("evaluation reached --stop_at_eval_return=%s at %s env steps; stopping",
-                             config.stop_at_eval_return, f"{self.counters.env_steps:,}")
+                logging.info("%d evaluation(s) in a row reached --stop_at_eval_return=%s at %s env steps; stopping",
+                             self.counters.evaluations_at_target, config.stop_at_eval_return,
+                             f"{self.counters.env_steps:,}")
         if crossed(config.log_interval_env_steps) or eval_return is not None:
             self._log(epsilon, eval_return)
         if crossed(config.checkpoint_interval_env_steps) or stop:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # see hvd_dqn/train.py
@@ -28,6 +27,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # see hvd_dqn/train.py
 import numpy as np
 from absl import app, flags
 
+from hvd_dqn.cli import fail, flags_parser
 from hvd_dqn.config import ConfigError
 from hvd_dqn.flags import config_from_flags, define_flags
 
@@ -213,19 +213,11 @@ def format_table(results: dict) -> str:
 
 
 def _fail(message: str) -> None:
-    print(f"{PROGRAM}: error: {message}", file=sys.stderr, flush=True)
-    sys.exit(2)
-
-
-def _parse_flags(argv):
-    try:
-        return FLAGS(argv)
-    except flags.Error as error:
-        _fail(str(error).replace("ERROR:: ", ""))
+    fail(PROGRAM, message)
 
 
 def run() -> None:
-    app.run(main, flags_parser=_parse_flags)
+    app.run(main, flags_parser=flags_parser(PROGRAM))
 
 
 if __name__ == "__main__":

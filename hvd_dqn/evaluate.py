@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from typing import Optional
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # see hvd_dqn/train.py
 
 from absl import app, flags
+
+from hvd_dqn.cli import fail, flags_parser
 
 PROGRAM = "hvd_dqn.evaluate"
 
@@ -122,19 +123,11 @@ def main(argv) -> None:
 
 
 def _fail(message: str) -> None:
-    print(f"{PROGRAM}: error: {message}", file=sys.stderr, flush=True)
-    sys.exit(2)
-
-
-def _parse_flags(argv):
-    try:
-        return FLAGS(argv)
-    except flags.Error as error:
-        _fail(str(error).replace("ERROR:: ", ""))
+    fail(PROGRAM, message)
 
 
 def run() -> None:
-    app.run(main, flags_parser=_parse_flags)
+    app.run(main, flags_parser=flags_parser(PROGRAM))
 
 
 if __name__ == "__main__":

@@ -46,9 +46,6 @@ class FrameReplayMemory(SegmentedReplay):
         self._first = np.zeros(shape, dtype=bool)
         self._episode_starts = np.ones(num_envs, dtype=bool)  # the next observation begins an episode
 
-    def _arrays(self):
-        return super()._arrays() + (self._frames, self._first)
-
     def add(self, observation, action, reward, discount, next_observation, episode_ended) -> None:
         """Stores one step of every env: observation (E, stack, H, W) uint8 is s_t; next_observation is
         s_t+1, the true last observation where `episode_ended` (terminated or truncated); discount is 0

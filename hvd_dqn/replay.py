@@ -88,13 +88,12 @@ class SegmentedReplay:
         """Entries held (for the frame memory, plus one final-observation entry per ended episode)."""
         return int(np.sum(np.minimum(self._written, self.segment)))
 
-    def _arrays(self):
-        return (self._actions, self._rewards, self._discounts, self._ended, self._transition)
-
     @property
     def bytes_per_transition(self) -> int:
-        """Bytes of storage per entry (the sum tree adds 16 per entry with prioritised replay)."""
-        total = sum(array.nbytes for array in self._arrays())
+        """Bytes of storage per entry: the per-entry arrays of state() (the write counters are per env and
+        negligible), plus 16-32 for the sum tree with prioritised replay."""
+        per_entry = [array for array in self.state().values() if array.shape[:2] == (self.num_envs, self.segment)]
+        total = sum(array.nbytes for array in per_entry)
         if self._tree is not None:
             total += self._tree._nodes.nbytes
         return total // self.capacity
@@ -270,9 +269,6 @@ class ReplayMemory(SegmentedReplay):
         shape = (num_envs, self.segment, *observation_shape)
         self._observations_tm1 = np.zeros(shape, dtype=observation_dtype)
         self._observations_t = np.zeros(shape, dtype=observation_dtype)
-
-    def _arrays(self):
-        return super()._arrays() + (self._observations_tm1, self._observations_t)
 
     def add(self, observation, action, reward, discount, next_observation, episode_ended) -> None:
         """Stores one step of every env (leading dimension num_envs); next_observation is the true s_t+1

@@ -87,6 +87,10 @@ class TrainConfig:
     checkpoint_replay: bool = False  # each rank also saves its replay memory (needs a logdir all ranks share)
     resume: bool = False
 
+    # Fault tolerance (Horovod Elastic).
+    elastic: bool = False  # run the loop under hvd.elastic.run: survive lost workers, take in new ones
+    elastic_commit_env_steps: int = 5_000  # env steps (summed over ranks) between two elastic commits
+
     # Performance.
     intra_op_threads: int = 0  # 0: the cores of this host divided by the ranks on it
     inter_op_threads: int = 1
@@ -120,7 +124,7 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     positive_ints = (
         "num_envs", "total_env_steps", "learning_starts", "train_frequency", "target_update_period",
         "replay_capacity", "batch_size", "log_interval_env_steps", "eval_episodes", "keep_checkpoints",
-        "inter_op_threads",
+        "inter_op_threads", "elastic_commit_env_steps",
     )
     for name in positive_ints:
         value = getattr(config, name)

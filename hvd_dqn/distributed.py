@@ -70,6 +70,14 @@ def init_horovod(intra_op_threads: int = 0, inter_op_threads: int = 1, determini
     tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads)
     if deterministic_ops:
         tf.config.experimental.enable_op_determinism()
+    return current_world()
+
+
+def current_world() -> World:
+    """Where this process sits now. Under Horovod Elastic the answer changes after each reset (a worker
+    lost or joined): ranks are renumbered and the size changes, so the trainer asks again then."""
+    import horovod.tensorflow as hvd
+
     return World(
         rank=hvd.rank(),
         size=hvd.size(),

@@ -75,6 +75,11 @@ _HELP = {
                          "rank; about 0.5-1 GB per million Atari transitions), so --resume continues with full "
                          "memories. --logdir must be on a file system every rank can write.",
     "resume": "Continue from the latest checkpoint in --logdir (error if there is none).",
+    "elastic": "Run under Horovod Elastic (start with horovodrun --min-np/--max-np --host-discovery-script, "
+               "over Gloo): when a worker is lost the others roll back to the last commit and go on; a "
+               "worker that joins receives the weights and fills its own replay memory.",
+    "elastic_commit_env_steps": "With --elastic: env steps (summed over ranks) between two commits of the "
+                                "training state in memory, the point a lost worker rolls the others back to.",
     "intra_op_threads": "TensorFlow threads inside one op; 0: this host's cores divided by the ranks on it.",
     "inter_op_threads": "TensorFlow ops run in parallel.",
     "deterministic_ops": "Make TensorFlow ops deterministic (repeatable runs at some cost in speed).",

@@ -63,7 +63,8 @@ class DQNLearner:
     @property
     def synchronized_variables(self) -> List[tf.Variable]:
         """Everything that must be equal on all ranks, in a fixed order (for the broadcast from rank 0)."""
-        return list(self.online.variables) + list(self.target.variables) + list(self.optimizer.variables)
+        return (list(self.online.variables) + list(self.target.variables) + list(self.optimizer.variables)
+                + [self.num_updates])
 
     def checkpoint_items(self) -> Dict[str, object]:
         return {"online": self.online, "target": self.target, "optimizer": self.optimizer,
@@ -101,16 +102,19 @@ class DQNLearner:
 
 
 def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: float, world_size: int,
-                   scale_lr_by_workers: bool, lr_warmup_updates: int, distributed: bool = True):
+                   scale_lr_by_workers: bool, lr_warmup_updates: int, distributed: bool = True,
+                   elastic: bool = False):
     """Adam, wrapped in Horovod's DistributedOptimizer (unless distributed=False, for comparisons).
 
     `max_grad_norm` clips the global norm of the gradient after it has been averaged over ranks (Keras
     clips in apply_gradients, which runs after DistributedOptimizer's allreduce), so all ranks clip alike.
+    With `elastic` the scaled rate is a schedule even for one rank, so `rescale_learning_rate` can follow
+    the world as workers leave and join.
     """
     from hvd_dqn.schedules import WarmupToScaledLearningRate
 
     rate = learning_rate
-    if scale_lr_by_workers and world_size > 1:
+    if scale_lr_by_workers and (world_size > 1 or elastic):
         rate = WarmupToScaledLearningRate(learning_rate, world_size, lr_warmup_updates)
     optimizer = tf.keras.optimizers.Adam(learning_rate=rate, epsilon=adam_epsilon,
                                          global_clipnorm=max_grad_norm or None)
@@ -119,6 +123,21 @@ def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: flo
     import horovod.tensorflow.keras as hvd_keras
 
     return hvd_keras.DistributedOptimizer(optimizer)
+
+
+def rescale_learning_rate(optimizer, world_size: int) -> bool:
+    """Sets a --scale_lr_by_workers schedule to `world_size` ranks; returns whether there was one.
+
+    DistributedOptimizer rebuilds the optimizer from its config, so the schedule to change is the one the
+    wrapped optimizer holds, not the one `make_optimizer` created. Keras 2.11+'s `optimizer.learning_rate`
+    returns the schedule's current value, not the schedule, hence the private `_learning_rate`."""
+    from hvd_dqn.schedules import WarmupToScaledLearningRate
+
+    schedule = getattr(optimizer, "_learning_rate", None)
+    if isinstance(schedule, WarmupToScaledLearningRate):
+        schedule.set_scale(world_size)
+        return True
+    return False
 
 
 def current_learning_rate(optimizer) -> float:

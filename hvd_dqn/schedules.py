@@ -49,15 +49,20 @@ class WarmupToScaledLearningRate(tf.keras.optimizers.schedules.LearningRateSched
     def __init__(self, base: float, scale: float, warmup_updates: int):
         super().__init__()
         self.base = float(base)
-        self.scale = float(scale)
+        # A variable, not a constant baked into the traced update: under Horovod Elastic the number of
+        # ranks changes while the job runs, and `set_scale` follows it.
+        self.scale = tf.Variable(float(scale), trainable=False, dtype=tf.float32, name="lr_scale")
         self.warmup_updates = int(warmup_updates)
+
+    def set_scale(self, scale: float) -> None:
+        self.scale.assign(float(scale))
 
     def __call__(self, step):
         target = self.base * self.scale
         if self.warmup_updates <= 0:
-            return tf.constant(target, tf.float32)
+            return tf.identity(target)
         fraction = tf.minimum(tf.cast(step, tf.float32) / float(self.warmup_updates), 1.0)
         return self.base + fraction * (target - self.base)
 
     def get_config(self):
-        return {"base": self.base, "scale": self.scale, "warmup_updates": self.warmup_updates}
+        return {"base": self.base, "scale": float(self.scale.numpy()), "warmup_updates": self.warmup_updates}

@@ -50,6 +50,8 @@ class StopSignals:
         self.received: Optional[str] = None
 
     def install(self) -> None:
+        if self.received:  # entered again (elastic): a signal already received keeps its effect
+            return
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, self._handle)
 
@@ -72,8 +74,9 @@ class Trainer:
         from hvd_dqn.actor import EpsilonGreedyActor
         from hvd_dqn.envs import make_env_for, spec_of
         from hvd_dqn.learner import DQNLearner, make_optimizer
+        from hvd_dqn.metrics import EpisodeTracker, RankMetrics
         from hvd_dqn.networks import build_q_network
-        from hvd_dqn.schedules import LinearSchedule, apex_epsilons
+        from hvd_dqn.schedules import LinearSchedule
 
         self.config = config
         self.world = distributed.init_horovod(config.intra_op_threads, config.inter_op_threads,
@@ -88,36 +91,71 @@ class Trainer:
         online, target = (build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions,
                                           config.hidden_sizes, name, config.dueling) for name in ("online", "target"))
         optimizer = make_optimizer(config.learning_rate, config.adam_epsilon, config.max_grad_norm,
-                                   self.world.size, config.scale_lr_by_workers, config.lr_warmup_updates)
+                                   self.world.size, config.scale_lr_by_workers, config.lr_warmup_updates,
+                                   elastic=config.elastic)
         self.learner = DQNLearner(online, target, optimizer, config.double_dqn, config.huber_delta)
         self.replay = make_replay_memory(config, spec)
         # Prioritised replay's importance-sampling exponent, annealed to 1 by the end (Schaul et al. 2016).
         self.priority_beta = LinearSchedule(config.priority_beta_start, 1.0, config.total_env_steps)
         self.actor = EpsilonGreedyActor(online, spec.num_actions, self.rng)
         self.epsilon = LinearSchedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_env_steps)
-        self.env_epsilons = None  # with Ape-X exploration: this rank's share of the fixed per-env epsilons
-        if config.apex_exploration:
-            all_epsilons = apex_epsilons(config.num_envs * self.world.size, config.apex_epsilon_base,
-                                         config.apex_alpha)
-            self.env_epsilons = all_epsilons[self.world.rank * config.num_envs:][:config.num_envs]
-            self.mean_env_epsilon = float(all_epsilons.mean())
-        self.eval_env = self._make_eval_env()
+        self.eval_env = None
+        self._take_place_in_world()
         self.counters = Counters()
         self.unreported_episodes = 0  # episodes this rank finished since the counters were last summed
         self.last_checkpoint_env_steps = None
         self.update_credit = 0  # env steps of this rank not yet paid for with updates (checkpointed)
+        self.replay_ready = False  # whether every rank's memory holds --learning_starts transitions
         self.stopped_by = None  # the signal that ended the run early
+        # What the loop keeps across the re-entries of an elastic run (a rank's own, never rolled back).
+        self.observation = None  # the envs' current observations; None until the first reset
+        self.episodes = EpisodeTracker(config.num_envs)
+        self.rank_metrics = RankMetrics()
+        self.signals = StopSignals()
+        self.writer = None  # rank 0's MetricsWriter
+        self.settings_logged = False
+        self.commit = None  # with --elastic: commits the training state (hvd_dqn.elastic)
 
     # --- set-up ----------------------------------------------------------------------------------------
-    def _make_eval_env(self):
+    def _take_place_in_world(self) -> None:
+        """What depends on this rank's place in the world: Ape-X's per-env epsilons and the evaluation
+        envs (both split over ranks). Done at start-up and, with --elastic, after every change of world."""
         from hvd_dqn.envs import make_env_for
+        from hvd_dqn.schedules import apex_epsilons
 
+        config, world = self.config, self.world
+        self.env_epsilons = None  # with Ape-X exploration: this rank's share of the fixed per-env epsilons
+        if config.apex_exploration:
+            all_epsilons = apex_epsilons(config.num_envs * world.size, config.apex_epsilon_base, config.apex_alpha)
+            self.env_epsilons = all_epsilons[world.rank * config.num_envs:][:config.num_envs]
+            self.mean_env_epsilon = float(all_epsilons.mean())
+        if self.eval_env is not None:
+            self.eval_env.close()
         # Evaluation episodes are split over ranks; rank r plays its share in parallel envs.
-        share = self.config.eval_episodes // self.world.size
-        share += int(self.world.rank < self.config.eval_episodes % self.world.size)
-        if not share or not self.config.eval_interval_env_steps:
-            return None
-        return make_env_for(self.config, share, self.world.local_size)
+        share = config.eval_episodes // world.size + int(world.rank < config.eval_episodes % world.size)
+        self.eval_env = None
+        if share and config.eval_interval_env_steps:
+            self.eval_env = make_env_for(config, share, world.local_size)
+
+    def on_world_change(self) -> None:
+        """Horovod Elastic reset callback: a worker was lost or joined and Horovod was re-initialised.
+        Ranks are renumbered, so this rank re-reads its place, re-splits what is split over ranks and
+        rescales the learning rate; rank 0 (perhaps a new one) takes over the metrics files. Rolled-back
+        counters and rank 0's weights arrive afterwards through the elastic state's sync."""
+        from hvd_dqn.learner import rescale_learning_rate
+
+        old_size = self.world.size
+        self.world = distributed.current_world()
+        self._take_place_in_world()
+        rescaled = rescale_learning_rate(self.learner.optimizer, self.world.size)
+        # A joining rank starts with an empty memory; no rank updates until all have --learning_starts.
+        self.replay_ready = False
+        # Only rank 0 reports progress (main() quiets the others); a rank promoted to rank 0 takes over.
+        logging.set_verbosity(logging.INFO if self.world.is_chief else logging.WARNING)
+        if self.world.is_chief:
+            logging.warning("world changed from %d to %d ranks%s; going on from the last commit (%s env steps, "
+                            "%s updates)", old_size, self.world.size, "; learning rate rescaled" if rescaled else "",
+                            f"{self.counters.env_steps:,}", f"{self.counters.updates:,}")
 
     def check_shared_logdir(self) -> None:
         """Collective: with --checkpoint_replay every rank writes into --logdir, so all must see the same
@@ -228,45 +266,63 @@ class Trainer:
         if not self.world.is_chief:
             return
         logging.info("%s", world_description)
+        if self.settings_logged:  # entered again after a change of world (--elastic)
+            return
+        self.settings_logged = True
         logging.info("replay memory: %s transitions per rank, %d bytes per transition",
                      f"{self.config.replay_capacity:,}", self.replay.bytes_per_transition)
         logging.info("settings:\n%s", self.config.to_json())
         with open(os.path.join(self.config.logdir, "config.json"), "w") as handle:
             handle.write(self.config.to_json())
 
-    # --- the loop ----------------------------------------------------------------------------------------
+    # --- the run -------------------------------------------------------------------------------------------
     def run(self) -> Counters:
-        from hvd_dqn.envs import env_seeds, frames_per_step
-        from hvd_dqn.metrics import EpisodeTracker, MetricsWriter, RankMetrics
+        """Collective: the whole run, from start-up to the final checkpoint."""
+        if self.config.elastic:
+            from hvd_dqn.elastic import run_elastic
 
-        config, world = self.config, self.world
+            return run_elastic(self)
+        self.start()
+        return self.train()
+
+    def start(self) -> None:
+        """Collective, once per job: agree on the log folder and the starting point (fresh or resumed)."""
         self.check_shared_logdir()
         self.restore_or_broadcast()
+
+    def train(self) -> Counters:
+        """Collective: the loop from the current counters to the end of training. Under --elastic it is
+        entered again after each change of world, with the counters rolled back to the last commit; what
+        is this rank's own (envs, replay memory, RNG, episode statistics) carries over."""
+        from hvd_dqn.envs import env_seeds, frames_per_step
+        from hvd_dqn.metrics import MetricsWriter
+
+        config, world = self.config, self.world
         self.log_start()
-        self.writer = None
-        if world.is_chief:
+        if world.is_chief and self.writer is None:
             self.writer = MetricsWriter(config.logdir, config.total_env_steps, self.counters.env_steps,
                                         frames_per_step(config.env_id))
-        self.rank_metrics = RankMetrics()
-        self.episodes = EpisodeTracker(config.num_envs)
+        elif not world.is_chief and self.writer is not None:  # elastic: another rank is rank 0 now
+            self.writer.close()
+            self.writer = None
         self.last_log_env_steps = self.counters.env_steps
-        # A resumed run starts new episodes (emulator states are not checkpointed), from seeds of their own.
-        observation, _ = self.env.reset(seed=env_seeds(config.seed + world.rank, config.num_envs,
-                                                       stream=self.counters.env_steps))
-        signals = StopSignals()
-        signals.install()
+        if self.observation is None:
+            # A resumed run starts new episodes (emulator states are not checkpointed), from seeds of their own.
+            self.observation, _ = self.env.reset(seed=env_seeds(config.seed + world.rank, config.num_envs,
+                                                                stream=self.counters.env_steps))
+        self.signals.install()
         poll_every = max(1, -(-STOP_POLL_ENV_STEPS_PER_RANK // config.num_envs))  # iterations
         stop, iteration, epsilon = False, 0, None
         while self.counters.env_steps < config.total_env_steps and not stop:
             previous_env_steps = self.counters.env_steps
             epsilon = self.epsilon(previous_env_steps) if self.env_epsilons is None else self.env_epsilons
             self.counters.env_steps += config.num_envs * world.size
-            observation = self._act_and_store(observation, epsilon)
+            self.observation = self._act_and_store(self.observation, epsilon)
             self._learn()
             stop = self._periodic_phases(previous_env_steps, epsilon)
             iteration += 1
             if not stop and iteration % poll_every == 0:
-                stop = self._stop_requested(signals)
+                stop = self._stop_requested(self.signals)
         if self.last_log_env_steps != self.counters.env_steps:  # the episodes since the last log point
             self._log(epsilon, None)
         if self.last_checkpoint_env_steps != self.counters.env_steps:
@@ -277,6 +333,7 @@ class Trainer:
                          checkpoint.latest_checkpoint(config.logdir))
         if self.writer:
             self.writer.close()
+            self.writer = None
         self.env.close()
         return self.counters
 
@@ -308,8 +365,10 @@ class Trainer:
         """Every train_frequency env steps of this rank buy one update; identical on all ranks, since all
         ranks step the same number of envs and their memories fill alike."""
         config = self.config
-        if len(self.replay) < config.learning_starts:
-            return
+        if not self.replay_ready:
+            self.replay_ready = self._every_replay_memory_ready()
+            if not self.replay_ready:
+                return
         self.update_credit += config.num_envs
         beta = self.priority_beta(self.counters.env_steps)
         while self.update_credit >= config.train_frequency:
@@ -322,6 +381,18 @@ class Trainer:
             self.counters.updates += 1
             if self.counters.updates % config.target_update_period == 0:
                 self.learner.sync_target()
+
+    def _every_replay_memory_ready(self) -> bool:
+        """Whether every rank's memory holds --learning_starts transitions (memories never shrink).
+
+        In a fixed world all ranks fill alike, so each can tell alone. Under --elastic a rank that joined
+        starts empty while the others are full: the ranks vote (one tiny allreduce per iteration, only until
+        all are ready), or the full ranks would wait forever in an update the new one never joins."""
+        ready = len(self.replay) >= self.config.learning_starts
+        if not self.config.elastic:
+            return ready
+        not_ready = distributed.sum_over_ranks(np.array([0.0 if ready else 1.0]), "replay_not_ready")[0]
+        return not_ready == 0
 
     def _periodic_phases(self, previous_env_steps: int, epsilon: float) -> bool:
         """Evaluation, logging and checkpoints whose interval was crossed by the last iteration. Every rank
@@ -345,6 +416,8 @@ class Trainer:
             self._log(epsilon, eval_return)
         if crossed(config.checkpoint_interval_env_steps) or stop:
             self._checkpoint()
+        if self.commit is not None and crossed(config.elastic_commit_env_steps):
+            self.commit()  # may raise HostsUpdatedInterrupt: a worker is joining (hvd_dqn.elastic)
         return stop
 
     def evaluate_during_training(self) -> float:

@@ -105,3 +105,28 @@ def test_importance_weights_scale_each_transitions_loss():
     per_transition = np.where(np.abs(td_error) <= 1, 0.5 * td_error**2, np.abs(td_error) - 0.5)
     metrics = learner.update(batch)
     assert metrics["td_loss"] == pytest.approx(np.mean(batch.weights * per_transition), rel=1e-5)
+
+
+def test_rescaling_the_learning_rate_changes_the_step_of_the_distributed_optimizer():
+    """--elastic with --scale_lr_by_workers: after a change of world the wrapped optimizer (which Horovod
+    rebuilt from its config) takes steps of the new size. Adam's step under a constant gradient is exactly
+    the learning rate, so the step sizes show the scale."""
+    import horovod.tensorflow as hvd
+
+    from hvd_dqn.learner import rescale_learning_rate
+
+    hvd.init()
+    optimizer = make_optimizer(1e-2, 1e-7, 0.0, 1, True, 0, elastic=True)
+    variable = tf.Variable([0.0])
+
+    def step_size():
+        before = float(variable.numpy()[0])
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(variable)
+        optimizer.minimize(loss, [variable], tape=tape)
+        return before - float(variable.numpy()[0])
+
+    assert step_size() == pytest.approx(1e-2, rel=1e-4)  # one rank: the base rate
+    assert rescale_learning_rate(optimizer, 3)
+    assert step_size() == pytest.approx(3e-2, rel=1e-4)
+    assert not rescale_learning_rate(make_optimizer(1e-2, 1e-7, 0.0, 1, True, 0), 3)  # fixed world: no schedule

@@ -1,0 +1,125 @@
+"""Fault-tolerant training under Horovod Elastic (`--elastic`).
+
+Started as
+
+    horovodrun -np 2 --min-np 1 --max-np 4 --host-discovery-script scripts/discover_hosts.sh \
+        python -m hvd_dqn.train --flagfile=... --elastic
+
+the training loop runs inside `hvd.elastic.run`. Every `--elastic_commit_env_steps` the ranks commit the
+training state to host memory. When a worker dies, the survivors' next collective fails; Horovod rolls
+them back to the last commit (`TrainingState.restore`), re-forms the ring without the lost worker, and the
+loop goes on. When the discovery script reports new hosts, the next commit raises `HostsUpdatedInterrupt`
+on every rank; the ring is re-formed with the newcomers, who receive rank 0's state (`TrainingState.sync`)
+and build their own emulators and replay memory.
+
+What is rolled back is what must be equal on every rank: the online and target networks, the optimizer,
+the job's counters (env steps, episodes, updates, the evaluation streak) and the update credit. What a rank
+owns itself is kept: its emulators, its replay memory (transitions gathered after the commit are real
+experience), its RNG and its episode statistics.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+
+from absl import logging
+from horovod.common.elastic import State  # this module is imported only for --elastic runs
+
+from hvd_dqn import distributed
+from hvd_dqn.config import ConfigError
+
+
+class TrainingState(State):
+    """The Horovod Elastic state of one rank's Trainer.
+
+    Horovod's own `TensorFlowKerasState` covers one model and its optimizer, and `TensorFlowState`
+    re-broadcasts its variables on `sync()` only with a TF1 session; a DQN learner has two networks, an
+    optimizer and counters that must move together, so this state holds them all.
+    """
+
+    def __init__(self, trainer):
+        import horovod.tensorflow as hvd
+
+        super().__init__(bcast_object=hvd.broadcast_object, get_rank=hvd.rank)
+        self.trainer = trainer
+        self.started = False  # whether the job has done its one-time start (fresh or resumed)
+        self._saved_values = None
+        self._saved_progress = None
+        self.save()
+
+    def progress(self) -> dict:
+        trainer = self.trainer
+        return dict(counters=dataclasses.asdict(trainer.counters), update_credit=trainer.update_credit,
+                    last_checkpoint_env_steps=trainer.last_checkpoint_env_steps, started=self.started)
+
+    def _set_progress(self, progress: dict) -> None:
+        from hvd_dqn.train import Counters
+
+        trainer = self.trainer
+        trainer.counters = Counters(**progress["counters"])
+        trainer.update_credit = progress["update_credit"]
+        trainer.last_checkpoint_env_steps = progress["last_checkpoint_env_steps"]
+        self.started = progress["started"]
+
+    # The three operations Horovod Elastic calls.
+    def save(self) -> None:
+        """Commit: copies of the variables and counters in host memory."""
+        self._saved_values = [variable.numpy() for variable in self.trainer.learner.synchronized_variables]
+        self._saved_progress = self.progress()
+
+    def restore(self) -> None:
+        """After a lost worker: back to the last commit."""
+        for variable, value in zip(self.trainer.learner.synchronized_variables, self._saved_values):
+            variable.assign(value)
+        self._set_progress(self._saved_progress)
+
+    def sync(self) -> None:
+        """Collective, after every (re-)formation of the ring: every rank takes rank 0's state."""
+        distributed.broadcast_from_chief(self.trainer.learner.synchronized_variables)
+        self._set_progress(distributed.broadcast_object(self.progress(), "elastic_progress"))
+        self.save()
+
+
+def check_elastic_launch(world) -> None:
+    """Refuses a launch Horovod Elastic cannot serve; warns where it would not be fault-tolerant."""
+    if world.controller != "Gloo":
+        raise ConfigError("--elastic: Horovod Elastic runs over Gloo, but this job was started over MPI; start it "
+                          "with horovodrun --gloo -np N --min-np M --max-np K --host-discovery-script "
+                          "scripts/discover_hosts.sh (see the README's 'Elastic training')")
+    if os.environ.get("HOROVOD_ELASTIC") != "1" and world.is_chief:
+        logging.warning("--elastic: this job was not started by an elastic horovodrun (--min-np, --max-np, "
+                        "--host-discovery-script), so a lost worker still ends it; training goes on as usual")
+
+
+def run_elastic(trainer):
+    """Collective: the trainer's whole run under `hvd.elastic.run`; returns its final counters."""
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    check_elastic_launch(trainer.world)
+    state = TrainingState(trainer)
+    state.register_reset_callbacks([trainer.on_world_change])
+
+    def commit() -> None:
+        state.commit()
+        if trainer.world.is_chief:
+            logging.info("elastic commit at %s env steps", f"{trainer.counters.env_steps:,}")
+
+    trainer.commit = commit
+
+    @hvd.elastic.run
+    def run(state: TrainingState):
+        try:
+            if not state.started:
+                trainer.start()  # resume or broadcast: once per job, not again after a change of world
+                state.started = True
+                commit()
+            return trainer.train()
+        except tf.errors.UnknownError as error:
+            # hvd.elastic.run turns errors of Horovod's collectives into a rollback, but swallows any other
+            # UnknownError and returns None; those are real faults and must end the job.
+            if not any(op in error.message for op in ("HorovodAllreduce", "HorovodAllgather", "HorovodBroadcast")):
+                raise RuntimeError(f"TensorFlow failed outside Horovod's collectives: {error.message}") from error
+            raise
+
+    return run(state)

@@ -1,0 +1,153 @@
+"""Horovod Elastic (--elastic): the training state's rollback, a worker killed mid-run, a worker joining."""
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from conftest import PYTHON, REPO, _horovodrun, horovodrun, python_module, subprocess_env
+from hvd_dqn import checkpoint
+
+# CartPole, 4 envs per rank, learning from 1,000 transitions per rank, one update per env step per rank.
+CARTPOLE = [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--eval_interval_env_steps=0", "--elastic",
+            "--elastic_commit_env_steps=1000", "--log_interval_env_steps=1000", "--checkpoint_interval_env_steps=4000"]
+
+
+def test_rollback_restores_networks_optimizer_and_counters_exactly():
+    import horovod.tensorflow as hvd
+
+    from hvd_dqn.elastic import TrainingState
+    from hvd_dqn.learner import DQNLearner, make_optimizer
+    from hvd_dqn.networks import build_mlp_q_network
+    from hvd_dqn.replay import Batch
+    from hvd_dqn.train import Counters
+
+    hvd.init()
+
+    class Trainer:  # the parts of hvd_dqn.train.Trainer the state touches
+        learner = DQNLearner(build_mlp_q_network((3,), 2, (8,), "online"), build_mlp_q_network((3,), 2, (8,), "target"),
+                             make_optimizer(1e-2, 1e-7, 0.0, 1, False, 0), double_dqn=True)
+        counters = Counters(env_steps=4000, episodes=7, updates=1500)
+        update_credit = 2
+        last_checkpoint_env_steps = 4000
+
+    trainer = Trainer()
+    state = TrainingState(trainer)  # commits on creation
+    committed = [variable.numpy().copy() for variable in trainer.learner.synchronized_variables]
+    rng = np.random.default_rng(0)
+    trainer.learner.update(Batch(rng.normal(size=(4, 3)).astype(np.float32), np.array([0, 1, 1, 0], np.int32),
+                                 np.ones(4, np.float32), np.full(4, 0.9, np.float32),
+                                 rng.normal(size=(4, 3)).astype(np.float32)))
+    trainer.counters = Counters(env_steps=4800, episodes=9, updates=1900)
+    trainer.update_credit = 3
+    assert any(not np.array_equal(old, new.numpy())
+               for old, new in zip(committed, trainer.learner.synchronized_variables))
+
+    state.restore()  # what Horovod does on the survivors after a lost worker
+    for old, new in zip(committed, trainer.learner.synchronized_variables):
+        np.testing.assert_array_equal(old, new.numpy())  # networks, Adam's moments and step, update count
+    assert trainer.counters == Counters(env_steps=4000, episodes=7, updates=1500)
+    assert trainer.update_credit == 2 and trainer.last_checkpoint_env_steps == 4000
+
+    state.started = True
+    state.sync()  # a (one-rank) ring re-formed: rank 0's state is everyone's, and is the new commit
+    trainer.counters.updates = 1
+    state.restore()
+    assert trainer.counters.updates == 1500 and state.started
+
+
+def _elastic_job(tmp_path, hosts, *flags, np_=2):
+    """Starts `horovodrun --min-np 1 --max-np 2` with scripts/discover_hosts.sh reading `hosts` (a file the test
+    may change while the job runs); returns (process, output file, logdir)."""
+    hosts_file, logdir, output = tmp_path / "hosts.txt", tmp_path / "run", tmp_path / "output.txt"
+    hosts_file.write_text(hosts)
+    # --network-interface lo: Horovod Elastic otherwise needs two hosts up before it starts, to compare NICs.
+    command = [_horovodrun(), "-np", str(np_), "--min-np", "1", "--max-np", "2", "--network-interface", "lo",
+               "--host-discovery-script", str(REPO / "scripts" / "discover_hosts.sh"),
+               PYTHON, "-m", "hvd_dqn.train", *CARTPOLE, f"--logdir={logdir}", *flags]
+    env = dict(subprocess_env(), HVD_DQN_HOSTS_FILE=str(hosts_file))
+    handle = open(output, "w")
+    job = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
+    return job, output, logdir
+
+
+def _wait_for(output, pattern, job, timeout=240):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        match = re.search(pattern, output.read_text())
+        if match:
+            return match
+        if job.poll() is not None:
+            break
+        time.sleep(0.5)
+    job.kill()
+    pytest.fail(f"never saw {pattern!r}:\n{output.read_text()[-4000:]}")
+
+
+def _finish(job, output, timeout=300):
+    try:
+        job.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        pytest.fail("the elastic job did not finish:\n" + output.read_text()[-4000:])
+    text = output.read_text()
+    assert job.returncode == 0, text[-4000:]
+    assert "Traceback" not in text, text[-4000:]
+    return text
+
+
+@pytest.mark.parametrize("killed_rank", [1, 0], ids=["rank1", "rank0"])
+def test_training_survives_a_worker_killed_mid_run(tmp_path, killed_rank):
+    """SIGKILL of a worker in the middle of training, rank 0 (the writer) included: the survivor rolls back to the
+    last commit, goes on alone to the end (as rank 0, writing the checkpoints) and exits 0."""
+    total = 16_000
+    job, output, logdir = _elastic_job(tmp_path, "localhost:1\n127.0.0.1:1\n", f"--total_env_steps={total}")
+    world = _wait_for(output, r"world: 2 ranks.*\n.*rank \d \(local rank 0, pid (\d+)\)\n.*rank \d \(local rank 0, "
+                              r"pid (\d+)\)", job)
+    pids = {int(rank): int(pid) for rank, pid in re.findall(r"rank (\d) \(local rank 0, pid (\d+)\)", world.group(0))}
+    _wait_for(output, r"env steps 6,000/", job)  # learning is under way (updates from 2,000 env steps on)
+    os.kill(pids[killed_rank], signal.SIGKILL)
+    text = _finish(job, output)
+
+    changed = re.search(r"world changed from 2 to 1 ranks; learning rate rescaled; going on from the last commit "
+                        r"\(([\d,]+) env steps, ([\d,]+) updates\)", text)
+    assert changed, text[-4000:]
+    commit_env_steps, commit_updates = (int(group.replace(",", "")) for group in changed.groups())
+    assert 6_000 <= commit_env_steps < total
+    # Nothing lost or counted twice: two ranks made 4 updates per 8 env steps from 2,000 env steps on (the first
+    # 4 when the memories reached 1,000 each); the survivor, its memory full, 4 updates per 4 env steps after.
+    assert commit_updates == 4 + (commit_env_steps - 2_000) // 2
+    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+    assert final["env_steps"] == total and final["world_size"] == 1
+    assert final["updates"] == commit_updates + (total - commit_env_steps)
+    report = tmp_path / "eval.json"  # the final checkpoint loads and plays
+    python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=2", f"--json={report}"], timeout=300)
+    assert json.loads(report.read_text())["env_steps"] == total
+
+
+def test_a_joining_worker_receives_the_weights_and_trains_in_step(tmp_path):
+    job, output, logdir = _elastic_job(tmp_path, "localhost:1\n", "--total_env_steps=14000", np_=1)
+    _wait_for(output, r"world: 1 ranks", job)
+    _wait_for(output, r"env steps 3,000/", job)
+    with open(tmp_path / "hosts.txt", "a") as hosts:
+        hosts.write("127.0.0.1:1\n")  # a machine becomes available
+    text = _finish(job, output)
+    assert re.search(r"world changed from 1 to 2 ranks; learning rate rescaled; going on from the last commit", text)
+    assert re.search(r"world: 2 ranks on 2 host\(s\)", text)
+    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+    assert final["env_steps"] >= 14_000 and final["world_size"] == 2
+    digests = final["replica_weight_digests"]
+    assert len(digests) == 2 and digests[0] == digests[1], text[-3000:]  # the newcomer trained in lockstep
+    assert "replicas differ" not in text
+
+
+def test_elastic_over_mpi_is_refused_with_one_line(tmp_path):
+    result = horovodrun(1, [PYTHON, "-m", "hvd_dqn.train", *CARTPOLE, f"--logdir={tmp_path}", "--total_env_steps=100"],
+                        controller="mpi", check=False, timeout=300)
+    assert result.returncode != 0
+    errors = [line for line in (result.stdout + result.stderr).splitlines() if "hvd_dqn.train: error:" in line]
+    assert len(errors) == 1 and "--elastic: Horovod Elastic runs over Gloo" in errors[0], errors

@@ -38,10 +38,18 @@ def act_and_store(env, actor: EpsilonGreedyActor, replay, observation: np.ndarra
     """One step of a rank's acting path: epsilon-greedy actions for every env, one vector-env step, and the
     transitions stored in `replay` (learning rewards clipped if asked; the true last observation where an
     episode ended; discount 0 at learning terminals). Returns (next observations, raw rewards, done)."""
+    action = actor.select_actions(observation, epsilon)
+    return store_step(replay, observation, action, env.step(action), clip_rewards, terminal_on_life_loss)
+
+
+def store_step(replay, observation: np.ndarray, action: np.ndarray, step_result, clip_rewards: bool,
+               terminal_on_life_loss: bool):
+    """Stores the transitions of one vector-env step (`step_result`, as `env.step` returns it) taken with
+    `action` from `observation`; returns (next observations, raw rewards, done). The second half of
+    `act_and_store`, for callers that step the env themselves (`send`/`recv`, to overlap it with learning)."""
     from hvd_dqn.envs import learning_discounts, true_next_observations
 
-    action = actor.select_actions(observation, epsilon)
-    next_observation, reward, terminated, truncated, info = env.step(action)
+    next_observation, reward, terminated, truncated, info = step_result
     done = terminated | truncated
     discount = learning_discounts(terminated, info, terminal_on_life_loss)
     learning_reward = np.sign(reward) if clip_rewards else reward

@@ -92,6 +92,7 @@ class TrainConfig:
     elastic_commit_env_steps: int = 5_000  # env steps (summed over ranks) between two elastic commits
 
     # Performance.
+    overlap_acting: bool = True  # Atari: the emulators step while the learner updates (same replay ratio)
     intra_op_threads: int = 0  # 0: the cores of this host divided by the ranks on it
     inter_op_threads: int = 1
     deterministic_ops: bool = False  # tf.config.experimental.enable_op_determinism: slower, repeatable

@@ -105,7 +105,16 @@ class AtariVectorEnvAdapter:
         return observation, info
 
     def step(self, actions):
-        observation, reward, terminated, truncated, info = self._env.step(np.asarray(actions))
+        self.send(actions)
+        return self.recv()
+
+    def send(self, actions) -> None:
+        """Starts a step: the emulators run it on their own threads, without the GIL, until `recv`."""
+        self._env.send(np.asarray(actions))
+
+    def recv(self):
+        """Waits for the step `send` started; returns what `step` returns."""
+        observation, reward, terminated, truncated, info = self._env.recv()
         lives = np.asarray(info["lives"], dtype=np.int64)
         done = terminated | truncated
         if "final_obs" in info:
@@ -133,6 +142,13 @@ def make_vector_env(env_id: str, num_envs: int, atari: AtariSettings = AtariSett
         env.close()
         raise ValueError(f"{env_id} has observation space {env.single_observation_space}; a Box is needed")
     return env
+
+
+def steps_in_background(env) -> bool:
+    """Whether `env` can step while the caller does other work (`send` now, `recv` later): ale-py's
+    AtariVectorEnv can. gymnasium's classic-control envs step in microseconds in the calling thread, where
+    overlapping them with the learner would cost more than it saves."""
+    return callable(getattr(env, "send", None)) and callable(getattr(env, "recv", None))
 
 
 def spec_of(env: gymnasium.vector.VectorEnv) -> EnvSpec:

@@ -80,6 +80,10 @@ _HELP = {
                "worker that joins receives the weights and fills its own replay memory.",
     "elastic_commit_env_steps": "With --elastic: env steps (summed over ranks) between two commits of the "
                                 "training state in memory, the point a lost worker rolls the others back to.",
+    "overlap_acting": "Atari: the emulators run each step on their own threads while the learner makes the "
+                      "updates the previous step paid for, instead of one after the other. Updates, their "
+                      "minibatches and the replay ratio are the same either way; actions come from weights one "
+                      "step older. Classic-control envs always step in order (they take microseconds).",
     "intra_op_threads": "TensorFlow threads inside one op; 0: this host's cores divided by the ranks on it.",
     "inter_op_threads": "TensorFlow ops run in parallel.",
     "deterministic_ops": "Make TensorFlow ops deterministic (repeatable runs at some cost in speed).",

@@ -72,7 +72,7 @@ class Trainer:
         import tensorflow as tf
 
         from hvd_dqn.actor import EpsilonGreedyActor
-        from hvd_dqn.envs import make_env_for, spec_of
+        from hvd_dqn.envs import make_env_for, spec_of, steps_in_background
         from hvd_dqn.learner import DQNLearner, make_optimizer
         from hvd_dqn.metrics import EpisodeTracker, RankMetrics
         from hvd_dqn.networks import build_q_network
@@ -84,9 +84,16 @@ class Trainer:
         rank_seed = config.seed + self.world.rank
         # Seeds Python, NumPy and TensorFlow: Keras 2.15 draws unseeded initializers from Python's `random`.
         tf.keras.utils.set_random_seed(rank_seed)  # only rank 0's initial weights survive the broadcast
+        # Two streams: acting (epsilon-greedy draws) and minibatch sampling. With one, overlapping acting
+        # and learning would interleave their draws in another order and change every minibatch.
         self.rng = np.random.default_rng(rank_seed)
+        self.sample_rng = np.random.default_rng(np.random.SeedSequence([rank_seed, 1]))
 
         self.env = make_env_for(config, config.num_envs, self.world.local_size)
+        # Acting overlapped with learning (see `_act_overlapped`), where the env can step in the background.
+        self.overlap = config.overlap_acting and steps_in_background(self.env)
+        self.unpaid_env_steps = None  # overlap: the job's env steps at a stored step whose updates are unmade
+        self.action_in_flight = None  # overlap: the actions of a step sent to the env and not yet received
         spec = spec_of(self.env)
         online, target = (build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions,
                                           config.hidden_sizes, name, config.dueling) for name in ("online", "target"))
@@ -227,6 +234,8 @@ class Trainer:
         saved = rank_states[self.world.rank] if self.world.rank < len(rank_states) else None
         if saved is not None:
             self.rng.bit_generator.state = saved["rng"]
+            if "sample_rng" in saved:  # checkpoints before the sampling stream had its own generator lack it
+                self.sample_rng.bit_generator.state = saved["sample_rng"]
         problem, restored = None, None
         shard = checkpoint.replay_shard_path(path, self.world.rank)
         if self.config.checkpoint_replay and os.path.exists(shard):
@@ -310,6 +319,9 @@ class Trainer:
             # A resumed run starts new episodes (emulator states are not checkpointed), from seeds of their own.
             self.observation, _ = self.env.reset(seed=env_seeds(config.seed + world.rank, config.num_envs,
                                                                 stream=self.counters.env_steps))
+        if self.action_in_flight is not None:  # elastic: a failure struck between send and recv
+            self._receive_and_store()
+        self.unpaid_env_steps = None  # its credit was rolled back with the counters
         self.signals.install()
         poll_every = max(1, -(-STOP_POLL_ENV_STEPS_PER_RANK // config.num_envs))  # iterations
         stop, iteration, epsilon = False, 0, None
@@ -317,12 +329,16 @@ class Trainer:
             previous_env_steps = self.counters.env_steps
             epsilon = self.epsilon(previous_env_steps) if self.env_epsilons is None else self.env_epsilons
             self.counters.env_steps += config.num_envs * world.size
-            self.observation = self._act_and_store(self.observation, epsilon)
-            self._learn()
+            if self.overlap:
+                self._act_overlapped(epsilon)
+            else:
+                self._act_and_store(epsilon)
+                self._learn(self.counters.env_steps)
             stop = self._periodic_phases(previous_env_steps, epsilon)
             iteration += 1
             if not stop and iteration % poll_every == 0:
                 stop = self._stop_requested(self.signals)
+        self._pay_unpaid_iteration()
         if self.last_log_env_steps != self.counters.env_steps:  # the episodes since the last log point
             self._log(epsilon, None)
         if self.last_checkpoint_env_steps != self.counters.env_steps:
@@ -348,32 +364,64 @@ class Trainer:
         return False
 
     # --- phases --------------------------------------------------------------------------------------------
-    def _act_and_store(self, observation, epsilon):
-        """Steps this rank's envs once; stores the transitions; returns the next observations."""
+    def _act_and_store(self, epsilon) -> None:
+        """Steps this rank's envs once and stores the transitions."""
         from hvd_dqn.actor import act_and_store
 
-        next_observation, reward, done = act_and_store(self.env, self.actor, self.replay, observation, epsilon,
+        self.observation, reward, done = act_and_store(self.env, self.actor, self.replay, self.observation, epsilon,
                                                        self.config.clip_rewards, self.config.terminal_on_life_loss)
+        self._record_step(reward, done)
+
+    def _act_overlapped(self, epsilon) -> None:
+        """Acting and learning at once: the actions go to the emulators, which step on their own threads while
+        this thread makes the updates the previous step paid for, then the step's transitions are stored.
+
+        Those updates sample from the memory as it was after the previous step, exactly what the in-order
+        loop's updates would see, with the RNG drawn in the same order; so the minibatches, the number of
+        updates and the replay ratio are the same. Only the actions differ: they come from the weights
+        before those updates (one step older)."""
+        action = self.actor.select_actions(self.observation, epsilon)
+        self.env.send(action)
+        self.action_in_flight = action
+        self._pay_unpaid_iteration()
+        self._receive_and_store()
+        self.unpaid_env_steps = self.counters.env_steps
+
+    def _receive_and_store(self) -> None:
+        from hvd_dqn.actor import store_step
+
+        action, self.action_in_flight = self.action_in_flight, None
+        self.observation, reward, done = store_step(self.replay, self.observation, action, self.env.recv(),
+                                                    self.config.clip_rewards, self.config.terminal_on_life_loss)
+        self._record_step(reward, done)
+
+    def _pay_unpaid_iteration(self) -> None:
+        """Overlap: makes the updates the last stored step paid for, if they are still to be made."""
+        if self.unpaid_env_steps is not None:
+            env_steps, self.unpaid_env_steps = self.unpaid_env_steps, None
+            self._learn(env_steps)
+
+    def _record_step(self, reward, done) -> None:
         finished_envs, finished_returns, finished_lengths = self.episodes.step(reward, done)
         if len(finished_envs):
             self.rank_metrics.record_episodes(self.counters.env_steps, finished_envs, finished_returns,
                                               finished_lengths)
             self.unreported_episodes += len(finished_envs)
-        return next_observation
 
-    def _learn(self) -> None:
+    def _learn(self, env_steps: int) -> None:
         """Every train_frequency env steps of this rank buy one update; identical on all ranks, since all
-        ranks step the same number of envs and their memories fill alike."""
+        ranks step the same number of envs and their memories fill alike. `env_steps`: the job's env steps
+        when the paying step was stored (prioritised replay's beta follows them)."""
         config = self.config
         if not self.replay_ready:
             self.replay_ready = self._every_replay_memory_ready()
             if not self.replay_ready:
                 return
         self.update_credit += config.num_envs
-        beta = self.priority_beta(self.counters.env_steps)
+        beta = self.priority_beta(env_steps)
         while self.update_credit >= config.train_frequency:
             self.update_credit -= config.train_frequency
-            batch = self.replay.sample(config.batch_size, self.rng, beta)
+            batch = self.replay.sample(config.batch_size, self.sample_rng, beta)
             metrics = self.learner.update(batch)
             if batch.indices is not None:  # prioritised: this rank's new priorities from its TD errors
                 self.replay.update_priorities(batch.indices, metrics["td_errors"])
@@ -401,6 +449,11 @@ class Trainer:
 
         def crossed(interval):
             return interval and self.counters.env_steps // interval > previous_env_steps // interval
+
+        intervals = (config.eval_interval_env_steps, config.log_interval_env_steps,
+                     config.checkpoint_interval_env_steps, config.elastic_commit_env_steps if self.commit else 0)
+        if any(crossed(interval) for interval in intervals):
+            self._pay_unpaid_iteration()  # overlap: what is evaluated, logged or saved includes every update
 
         eval_return, stop = None, False
         if crossed(config.eval_interval_env_steps):
@@ -476,7 +529,8 @@ class Trainer:
             except OSError as error:
                 shard_error = f"rank {self.world.rank} could not write its replay shard ({error.strerror or error})"
         rank_state = dict(weights_digest=distributed.weights_digest(self.learner.online.variables),
-                          rng=self.rng.bit_generator.state, update_credit=self.update_credit,
+                          rng=self.rng.bit_generator.state, sample_rng=self.sample_rng.bit_generator.state,
+                          update_credit=self.update_credit,
                           replay_digest=self.replay.digest() if config.checkpoint_replay else None,
                           error=shard_error)
         rank_states = distributed.gather_objects(rank_state, "rank_states")
@@ -489,7 +543,8 @@ class Trainer:
                               "gradient allreduce is not in effect", f"{env_steps:,}", digests)
             counters = dict(dataclasses.asdict(self.counters), world_size=self.world.size,
                             replica_weight_digests=digests, time=time.time(),
-                            rank_states=[{key: state[key] for key in ("rng", "update_credit", "replay_digest")}
+                            rank_states=[{key: state[key] for key in ("rng", "sample_rng", "update_credit",
+                                                                      "replay_digest")}
                                          for state in rank_states])
             try:
                 path = checkpoint.save(config.logdir, self.learner.checkpoint_items(), counters,

@@ -12,6 +12,15 @@ round, so both see the same machine load; ratios between them are what the targe
   rebuilt, episode boundaries handled) against bare_gather_batches_per_s: a bare NumPy gather of the same
   number of random rows or frames from an array of the same size, with no boundary handling
 - replay_bytes_per_transition
+- train_steps_per_s: the trainer's own iteration (acting, storing and the updates they pay for, at the preset's
+  replay ratio) with acting overlapped with learning, against train_steps_per_s_no_overlap, the same in order;
+  both trainers' memories are filled to the preset's capacity first. overlap_efficiency: train_steps_per_s
+  over the slower of the two stages alone, min(actor_steps_per_s, learner_updates_per_s x train_frequency).
+Under horovodrun with two or more ranks (`scripts/benchmark.sh` runs both), it measures the gradient
+allreduce instead and adds to --json: allreduce_ms_per_update (the Q-network's gradients, averaged across
+ranks as DistributedOptimizer does, Horovod's tensor fusion included), gradient_bytes_per_update,
+loopback_bytes_per_s (a TCP stream through 127.0.0.1) and ring_allreduce_ms_predicted, the ring algorithm's
+2(N-1)/N x bytes / bandwidth on that bandwidth.
 As issue 7 specifies, the stages get one core's worth of threads each (TensorFlow intra/inter-op threads 1,
 emulator threads 1), as they would share a machine whose learner has a GPU of its own.
 """
@@ -67,8 +76,25 @@ def main(argv) -> None:
         _fail(str(error))
     if FLAGS.round_seconds <= 0 or FLAGS.rounds <= 0:
         _fail("--round_seconds and --rounds must be positive")
-    results = run_benchmark(config, FLAGS.round_seconds, FLAGS.rounds)
-    print(format_table(results))
+    from hvd_dqn import distributed
+
+    distributed.init_horovod(intra_op_threads=1, inter_op_threads=1)  # one core's worth for the learner
+    import horovod.tensorflow as hvd
+
+    if hvd.size() > 1:
+        results = run_allreduce_benchmark(config, FLAGS.round_seconds, FLAGS.rounds)
+        if hvd.rank() != 0:
+            return
+        keys = ALLREDUCE_KEYS
+        if FLAGS.json and os.path.exists(FLAGS.json):  # beside the single-process figures of the same preset
+            try:
+                with open(FLAGS.json) as handle:
+                    results = dict(json.load(handle), **results)
+            except (OSError, ValueError) as error:
+                _fail(f"--json={FLAGS.json}: cannot add to it ({error})")
+    else:
+        results, keys = run_benchmark(config, FLAGS.round_seconds, FLAGS.rounds), SINGLE_PROCESS_KEYS
+    print(format_table(results, keys))
     if FLAGS.json:
         try:
             with open(FLAGS.json, "w") as handle:
@@ -88,7 +114,6 @@ def run_benchmark(config, seconds: float, rounds: int) -> dict:
     from hvd_dqn.networks import build_q_network
     from hvd_dqn.train import make_replay_memory
 
-    distributed.init_horovod(intra_op_threads=1, inter_op_threads=1)  # one core's worth for the learner
     tf.keras.utils.set_random_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     results = {"env_id": config.env_id, "num_envs": config.num_envs, "batch_size": config.batch_size,
@@ -182,9 +207,126 @@ def run_benchmark(config, seconds: float, rounds: int) -> dict:
     results.update(_rename(side_by_side({"learner": learner_step, "plain": plain_step}, seconds, rounds),
                            learner="learner_updates_per_s", plain="plain_tf_updates_per_s"))
     results["learner_vs_plain_tf"] = results["learner_updates_per_s"] / results["plain_tf_updates_per_s"]
+    del replay, acting_replay  # free their memory before the trainers fill theirs
+
+    # --- full training: the trainer's own iteration with and without overlap ------------------------------
+    results.update(_rename(side_by_side(_training_steps(config, spec, rng), seconds, rounds),
+                           overlap="train_steps_per_s", in_order="train_steps_per_s_no_overlap"))
+    results["overlap_speedup"] = results["train_steps_per_s"] / results["train_steps_per_s_no_overlap"]
+    results["overlap_efficiency"] = results["train_steps_per_s"] / min(
+        results["actor_steps_per_s"], results["learner_updates_per_s"] * config.train_frequency)
     results["replay_sample_vs_bare_gather"] = (results["replay_sample_batches_per_s"]
                                                / results["bare_gather_batches_per_s"])
     return results
+
+
+def run_allreduce_benchmark(config, seconds: float, rounds: int) -> dict:
+    """Collective: the cost of one update's gradient allreduce across this job's ranks, and what the ring
+    formula predicts for it from this machine's loopback bandwidth (measured on rank 0)."""
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    from hvd_dqn.envs import make_env_for, spec_of
+    from hvd_dqn.networks import build_q_network
+
+    env = make_env_for(dataclasses.replace(config, env_threads=1), 1)
+    spec = spec_of(env)
+    env.close()
+    network = build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions,
+                              config.hidden_sizes, "online", config.dueling)
+    gradients = [tf.random.normal(variable.shape, seed=hvd.rank()) for variable in network.trainable_variables]
+    gradient_bytes = sum(int(np.prod(gradient.shape)) * 4 for gradient in gradients)
+
+    @tf.function
+    def allreduce():
+        # As DistributedOptimizer does: one averaging allreduce per gradient, which Horovod fuses.
+        return [hvd.allreduce(gradient, op=hvd.Average, name=f"gradient_{index}")
+                for index, gradient in enumerate(gradients)]
+
+    def step():
+        outputs = allreduce()
+        outputs[-1].numpy()  # wait for it
+        return 1
+
+    step()  # trace and negotiate outside the timing
+    # Timed by call count, not by the clock: every rank must issue the same number of collectives, or the
+    # last ones would wait forever. Rank 0's probe decides the count for everyone.
+    probe_start = time.perf_counter()
+    for _ in range(5):
+        step()
+    calls = max(5, int(seconds / ((time.perf_counter() - probe_start) / 5)))
+    calls = int(hvd.broadcast_object(calls, root_rank=0, name="benchmark_calls"))
+    rates = []
+    for _ in range(rounds):
+        start = time.perf_counter()
+        for _ in range(calls):
+            step()
+        rates.append(calls / (time.perf_counter() - start))
+    updates_per_s = float(np.median(rates))
+    bandwidth = _loopback_bytes_per_s() if hvd.rank() == 0 else 0.0
+    size = hvd.size()
+    return {"ranks": size, "gradient_bytes_per_update": gradient_bytes,
+            "allreduce_ms_per_update": 1000.0 / updates_per_s, "loopback_bytes_per_s": bandwidth,
+            "ring_allreduce_ms_predicted": 1000.0 * 2 * (size - 1) / size * gradient_bytes / bandwidth
+            if bandwidth else None}
+
+
+def _loopback_bytes_per_s(total_bytes: int = 512 * 2**20, chunk: int = 4 * 2**20) -> float:
+    """Bytes per second of one TCP stream through 127.0.0.1 on this machine (a sender thread, a receiver)."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    receiver_done = threading.Event()
+
+    def receive():
+        connection, _ = listener.accept()
+        with connection:
+            received, buffer = 0, bytearray(chunk)
+            while received < total_bytes:
+                count = connection.recv_into(buffer)
+                if not count:
+                    break
+                received += count
+        receiver_done.set()
+
+    thread = threading.Thread(target=receive, daemon=True)
+    thread.start()
+    payload = bytes(chunk)
+    with socket.create_connection(listener.getsockname()) as sender:
+        start = time.perf_counter()
+        for _ in range(total_bytes // chunk):
+            sender.sendall(payload)
+        receiver_done.wait()
+        elapsed = time.perf_counter() - start
+    listener.close()
+    return total_bytes / elapsed
+
+
+def _training_steps(config, spec, rng: np.random.Generator) -> dict:
+    """Two trainers of the preset, overlap on and off, one core's worth of threads each stage, with their
+    memories full; returns their iterations as benchmark steps (env steps per call)."""
+    import tempfile
+
+    from hvd_dqn.envs import env_seeds
+    from hvd_dqn.train import Trainer
+
+    steps = {}
+    for name, overlap in (("overlap", True), ("in_order", False)):
+        trainer = Trainer(dataclasses.replace(
+            config, overlap_acting=overlap, env_threads=1, intra_op_threads=1, inter_op_threads=1,
+            eval_interval_env_steps=0, logdir=tempfile.mkdtemp(prefix="hvd_dqn_benchmark_")))
+        _fill(trainer.replay, spec, config.num_envs, rng)
+        trainer.observation, _ = trainer.env.reset(seed=env_seeds(config.seed, config.num_envs))
+        for _ in range(3):  # past the readiness check, with the update and inference traced
+            trainer.step(config.epsilon_end)
+
+        def step(trainer=trainer):
+            trainer.step(config.epsilon_end)
+            return config.num_envs
+
+        steps[name] = step
+    return steps
 
 
 def _fill(replay, spec, num_envs: int, rng: np.random.Generator) -> None:
@@ -200,16 +342,28 @@ def _rename(values: dict, **names) -> dict:
     return {names[key]: value for key, value in values.items()}
 
 
-def format_table(results: dict) -> str:
-    lines = [f"hvd_dqn benchmark: {results['env_id']}, {results['num_envs']} envs, batch {results['batch_size']}, "
-             f"{results['cores']} cores; median of {results['rounds']} alternating rounds of "
-             f"{results['round_seconds']:g} s"]
-    for key in ("env_raw_steps_per_s", "actor_steps_per_s", "learner_updates_per_s", "plain_tf_updates_per_s",
-                "learner_vs_plain_tf", "replay_sample_batches_per_s", "bare_gather_batches_per_s",
-                "replay_sample_vs_bare_gather", "replay_bytes_per_transition"):
+SINGLE_PROCESS_KEYS = (
+    "env_raw_steps_per_s", "actor_steps_per_s", "learner_updates_per_s", "plain_tf_updates_per_s",
+    "learner_vs_plain_tf", "replay_sample_batches_per_s", "bare_gather_batches_per_s", "replay_sample_vs_bare_gather",
+    "replay_bytes_per_transition", "train_steps_per_s", "train_steps_per_s_no_overlap", "overlap_speedup",
+    "overlap_efficiency")
+ALLREDUCE_KEYS = ("ranks", "gradient_bytes_per_update", "allreduce_ms_per_update", "loopback_bytes_per_s",
+                  "ring_allreduce_ms_predicted")
+
+
+def format_table(results: dict, keys=SINGLE_PROCESS_KEYS) -> str:
+    lines = [f"hvd_dqn benchmark: {config_summary(results)}, {results.get('cores', os.cpu_count())} cores; "
+             f"median of {FLAGS.rounds} alternating rounds of {FLAGS.round_seconds:g} s"]
+    for key in keys:
         value = results[key]
-        lines.append(f"  {key:<30} {value:>12,.2f}" if isinstance(value, float) else f"  {key:<30} {value:>12,}")
+        text = f"{value:,.2f}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value)
+        lines.append(f"  {key:<30} {text:>16}")
     return "\n".join(lines)
+
+
+def config_summary(results: dict) -> str:
+    return (f"{results['env_id']}, {results['num_envs']} envs, batch {results['batch_size']}"
+            if "env_id" in results else FLAGS.env_id)
 
 
 def _fail(message: str) -> None:

@@ -66,8 +66,12 @@ def init_horovod(intra_op_threads: int = 0, inter_op_threads: int = 1, determini
         tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
     if intra_op_threads == 0:
         intra_op_threads = max(1, (os.cpu_count() or 1) // hvd.local_size())
-    tf.config.threading.set_intra_op_parallelism_threads(intra_op_threads)
-    tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads)
+    # TensorFlow refuses to change its pools once it has started; setting the values they have is harmless
+    # (the benchmark initialises before it builds a Trainer, which initialises again).
+    if tf.config.threading.get_intra_op_parallelism_threads() != intra_op_threads:
+        tf.config.threading.set_intra_op_parallelism_threads(intra_op_threads)
+    if tf.config.threading.get_inter_op_parallelism_threads() != inter_op_threads:
+        tf.config.threading.set_inter_op_parallelism_threads(inter_op_threads)
     if deterministic_ops:
         tf.config.experimental.enable_op_determinism()
     return current_world()

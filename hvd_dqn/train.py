@@ -328,12 +328,7 @@ class Trainer:
         while self.counters.env_steps < config.total_env_steps and not stop:
             previous_env_steps = self.counters.env_steps
             epsilon = self.epsilon(previous_env_steps) if self.env_epsilons is None else self.env_epsilons
-            self.counters.env_steps += config.num_envs * world.size
-            if self.overlap:
-                self._act_overlapped(epsilon)
-            else:
-                self._act_and_store(epsilon)
-                self._learn(self.counters.env_steps)
+            self.step(epsilon)
             stop = self._periodic_phases(previous_env_steps, epsilon)
             iteration += 1
             if not stop and iteration % poll_every == 0:
@@ -364,6 +359,16 @@ class Trainer:
         return False
 
     # --- phases --------------------------------------------------------------------------------------------
+    def step(self, epsilon) -> None:
+        """Collective: one iteration of acting and learning, the periodic phases aside (also what the
+        benchmark times): every env of every rank steps once, and the updates they pay for are made."""
+        self.counters.env_steps += self.config.num_envs * self.world.size
+        if self.overlap:
+            self._act_overlapped(epsilon)
+        else:
+            self._act_and_store(epsilon)
+            self._learn(self.counters.env_steps)
+
     def _act_and_store(self, epsilon) -> None:
         """Steps this rank's envs once and stores the transitions."""
         from hvd_dqn.actor import act_and_store

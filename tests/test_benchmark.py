@@ -1,10 +1,13 @@
 """The benchmark command runs each stage and reports every figure it promises, side by side."""
 import json
 
-from conftest import REPO, python_module
+import pytest
+
+from conftest import PYTHON, REPO, horovodrun, python_module
 
 KEYS = ("env_raw_steps_per_s", "actor_steps_per_s", "learner_updates_per_s", "plain_tf_updates_per_s",
-        "replay_sample_batches_per_s", "bare_gather_batches_per_s")
+        "replay_sample_batches_per_s", "bare_gather_batches_per_s", "train_steps_per_s",
+        "train_steps_per_s_no_overlap", "overlap_efficiency")
 
 
 def test_benchmark_measures_every_stage_and_writes_json(tmp_path):
@@ -20,9 +23,27 @@ def test_benchmark_measures_every_stage_and_writes_json(tmp_path):
     # Two float32 observations of 4 values, a uint8 action, float32 reward and discount, two flags.
     assert results["replay_bytes_per_transition"] == 2 * 4 * 4 + 1 + 4 + 4 + 2
     assert results["cores"] >= 1 and results["rounds"] == 2
+    assert results["overlap_efficiency"] == results["train_steps_per_s"] / min(
+        results["actor_steps_per_s"], results["learner_updates_per_s"] * 1)  # CartPole preset: train_frequency 1
 
 
 def test_benchmark_names_a_bad_setting(tmp_path):
     result = python_module("hvd_dqn.benchmark", ["--rounds=0"], timeout=120, check=False)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip() == "hvd_dqn.benchmark: error: --round_seconds and --rounds must be positive"
+
+
+def test_two_ranks_measure_the_gradient_allreduce_beside_the_ring_formula(tmp_path):
+    report = tmp_path / "bench.json"
+    report.write_text(json.dumps({"env_raw_steps_per_s": 123.0}))  # the single-process part's figures stay
+    result = horovodrun(2, [PYTHON, "-m", "hvd_dqn.benchmark", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+                            "--hidden_sizes=64,64", "--round_seconds=0.3", "--rounds=2", f"--json={report}"],
+                        timeout=300)
+    results = json.loads(report.read_text())
+    assert results["env_raw_steps_per_s"] == 123.0 and results["ranks"] == 2
+    # CartPole's MLP 4 -> 64 -> 64 -> 2, float32 gradients.
+    assert results["gradient_bytes_per_update"] == 4 * (4 * 64 + 64 + 64 * 64 + 64 + 64 * 2 + 2)
+    assert results["allreduce_ms_per_update"] > 0 and results["loopback_bytes_per_s"] > 0
+    assert results["ring_allreduce_ms_predicted"] == pytest.approx(
+        1000 * 2 * (2 - 1) / 2 * results["gradient_bytes_per_update"] / results["loopback_bytes_per_s"])
+    assert "allreduce_ms_per_update" in result.stdout

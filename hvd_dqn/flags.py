@@ -84,6 +84,9 @@ _HELP = {
                       "updates the previous step paid for, instead of one after the other. Updates, their "
                       "minibatches and the replay ratio are the same either way; actions come from weights one "
                       "step older. Classic-control envs always step in order (they take microseconds).",
+    "fp16_allreduce": "Send gradients through the allreduce as float16 (Horovod's fp16 compression): half the "
+                      "bytes between ranks, which pays where the network between hosts is the bottleneck; "
+                      "they are averaged and applied in float32.",
     "intra_op_threads": "TensorFlow threads inside one op; 0: this host's cores divided by the ranks on it.",
     "inter_op_threads": "TensorFlow ops run in parallel.",
     "deterministic_ops": "Make TensorFlow ops deterministic (repeatable runs at some cost in speed).",

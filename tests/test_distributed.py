@@ -43,3 +43,18 @@ def test_two_ranks_of_batch_b_equal_one_rank_of_batch_2b(tmp_path):
     step = np.max(np.abs(one_rank["final"] - one_rank["initial"]))
     assert step > 1e-3, "the update must move the weights for the comparison to mean anything"
     np.testing.assert_allclose(two_ranks["final"], one_rank["final"], rtol=0, atol=1e-5)
+
+
+def test_fp16_allreduce_compresses_the_gradients_and_still_averages_them(tmp_path):
+    batch = 16
+    for name, flags in (("fp16", ["--fp16_allreduce"]), ("fp32", [])):
+        horovodrun(2, [PYTHON, SCRIPT, "--mode=sgd_one", f"--batch={batch}", f"--out={tmp_path / name}", *flags],
+                   timeout=300)
+    horovodrun(1, [PYTHON, SCRIPT, "--mode=sgd_one", f"--batch={batch}", f"--out={tmp_path / 'np1'}"], timeout=300)
+    fp16, fp32, one_rank = _load(tmp_path / "fp16", 0), _load(tmp_path / "fp32", 0), _load(tmp_path / "np1", 0)
+    np.testing.assert_array_equal(fp16["final"], _load(tmp_path / "fp16", 1)["final"])  # replicas stay equal
+    step = one_rank["final"] - one_rank["initial"]
+    # float16 keeps about 3 significant digits of each gradient: the step is the averaged one within that...
+    np.testing.assert_allclose(fp16["final"] - fp16["initial"], step, rtol=2e-3, atol=1e-6)
+    # ... and is not the float32 step bit for bit, so the compression was in effect.
+    assert not np.array_equal(fp16["final"], fp32["final"])

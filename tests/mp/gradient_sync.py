@@ -6,6 +6,7 @@ each rank's final weights to <out>/rank<R>.npz, so the test can compare the repl
                  directly: the path that silently skips the allreduce (the negative control).
 --mode=sgd_one   one plain-SGD update of the project's step on this rank's share of a fixed data set of
                  2 * batch transitions (rank r of N takes rows r*2B/N ... (r+1)*2B/N).
+--fp16_allreduce the gradients cross the allreduce as float16 (with --mode=sgd_one).
 """
 import argparse
 import os
@@ -16,7 +17,7 @@ import numpy as np
 import tensorflow as tf
 
 from hvd_dqn import distributed
-from hvd_dqn.learner import DQNLearner, huber, make_optimizer, td_targets
+from hvd_dqn.learner import DQNLearner, distributed_optimizer, huber, make_optimizer, td_targets
 from hvd_dqn.networks import build_mlp_q_network
 from hvd_dqn.replay import Batch
 
@@ -54,17 +55,17 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--updates", type=int, default=20)
     parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--fp16_allreduce", action="store_true")
     args = parser.parse_args()
 
     world = distributed.init_horovod(intra_op_threads=1)
-    import horovod.tensorflow.keras as hvd_keras
 
     # Different initial weights per rank on purpose: the broadcast from rank 0 must make them equal.
     tf.keras.utils.set_random_seed(100 + world.rank)
     online = build_mlp_q_network((OBSERVATION_SIZE,), NUM_ACTIONS, HIDDEN, "online")
     target = build_mlp_q_network((OBSERVATION_SIZE,), NUM_ACTIONS, HIDDEN, "target")
     if args.mode == "sgd_one":
-        optimizer = hvd_keras.DistributedOptimizer(tf.keras.optimizers.SGD(learning_rate=0.1))
+        optimizer = distributed_optimizer(tf.keras.optimizers.SGD(learning_rate=0.1), args.fp16_allreduce)
     else:
         optimizer = make_optimizer(1e-3, 1e-7, 10.0, world.size, False, 0)
     learner = DQNLearner(online, target, optimizer, double_dqn=True)

@@ -1,4 +1,6 @@
 """Multi-process tests under `horovodrun -np 2`: the replicas really are trained together."""
+import re
+
 import numpy as np
 import pytest
 
@@ -58,3 +60,14 @@ def test_fp16_allreduce_compresses_the_gradients_and_still_averages_them(tmp_pat
     np.testing.assert_allclose(fp16["final"] - fp16["initial"], step, rtol=2e-3, atol=1e-6)
     # ... and is not the float32 step bit for bit, so the compression was in effect.
     assert not np.array_equal(fp16["final"], fp32["final"])
+
+
+def test_horovods_timeline_passes_through_and_records_the_gradient_allreduce(tmp_path):
+    timeline = tmp_path / "timeline.json"
+    horovodrun(2, ["--timeline-filename", timeline, PYTHON, SCRIPT, "--mode=learner", "--updates=3",
+                   f"--out={tmp_path}"], timeout=300)
+    text = timeline.read_text()
+    # One allreduce per gradient tensor of the 4 -> 32 -> 32 -> 3 MLP (3 kernels, 3 biases), under Horovod's
+    # names for DistributedOptimizer's gradients.
+    assert "ALLREDUCE" in text
+    assert len(set(re.findall(r'"name": "([^"]*DistributedAdam_Allreduce[^"]*)"', text))) == 6, text[:2000]

@@ -31,7 +31,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from hvd_dqn.replay import PrioritySettings, SegmentedReplay
+from hvd_dqn.replay import FrameBatch, PrioritySettings, SegmentedReplay
 
 
 class FrameReplayMemory(SegmentedReplay):
@@ -76,12 +76,12 @@ class FrameReplayMemory(SegmentedReplay):
         is_first = self._first[envs[:, None], window % self.segment] & (window >= 0)
         return np.where(is_first, window, np.iinfo(np.int64).min // 2).max(axis=1)
 
-    def _stacks(self, envs, positions) -> np.ndarray:
-        """The `stack` frames ending at each position, zero before its episode's first frame."""
-        window = positions[:, None] + np.arange(-(self.stack - 1), 1)[None, :]
-        frames = self._frames[envs[:, None], window % self.segment]  # (B, stack, H, W)
-        frames[window < self._latest_first(envs, positions)[:, None]] = 0  # no frames of other episodes
-        return frames
-
-    def _observations(self, envs, positions, last):
-        return self._stacks(envs, positions), self._stacks(envs, last + 1)
+    def _batch(self, envs, positions, steps, **fields) -> FrameBatch:
+        """One gather of the frames from s_t's oldest to s_t+k's newest, (B, stack + n_step, H, W): s_t's
+        stack and s_t+k's overlap in all but k frames, so they are not gathered apart. Frames before the
+        episode's first (another episode's) and after s_t+k's newest (a shorter n-step window) are zero."""
+        window = positions[:, None] + np.arange(-(self.stack - 1), self.n_step + 1)[None, :]
+        frames = self._frames[envs[:, None], window % self.segment]
+        outside = (window < self._latest_first(envs, positions)[:, None]) | (window > (positions + steps)[:, None])
+        frames[outside] = 0
+        return FrameBatch(frames=frames, next_offset=steps.astype(np.int32), stack=self.stack, **fields)

@@ -13,7 +13,7 @@ from typing import Dict, List
 import numpy as np
 import tensorflow as tf
 
-from hvd_dqn.replay import Batch
+from hvd_dqn.replay import Batch, FrameBatch
 
 
 def td_targets(reward_t, discount_t, q_target_t, q_online_t=None):
@@ -70,18 +70,34 @@ class DQNLearner:
         return {"online": self.online, "target": self.target, "optimizer": self.optimizer,
                 "num_updates": self.num_updates}
 
-    def update(self, batch: Batch) -> Dict[str, object]:
-        """One synchronous step; returns {"td_loss", "q_mean"} as floats and "td_errors", the (B,) TD errors
-        before the step (prioritised replay's new priorities). With batch.weights (importance sampling),
-        each transition's Huber loss is weighted before the mean."""
+    def update(self, batch) -> Dict[str, object]:
+        """One synchronous step on a Batch or a FrameBatch; returns {"td_loss", "q_mean"} as floats and
+        "td_errors", the (B,) TD errors before the step (prioritised replay's new priorities). With
+        batch.weights (importance sampling), each transition's Huber loss is weighted before the mean."""
         weights = batch.weights if batch.weights is not None else np.ones(len(batch.action_tm1), np.float32)
-        metrics = self._update(batch.observation_tm1, batch.action_tm1, batch.reward_t, batch.discount_t,
-                               batch.observation_t, weights)
+        if isinstance(batch, FrameBatch):
+            metrics = self._update_from_frames(batch.frames, batch.next_offset, batch.action_tm1, batch.reward_t,
+                                               batch.discount_t, weights)
+        else:
+            metrics = self._update(batch.observation_tm1, batch.action_tm1, batch.reward_t, batch.discount_t,
+                                   batch.observation_t, weights)
         return {"td_loss": float(metrics["td_loss"]), "q_mean": float(metrics["q_mean"]),
                 "td_errors": metrics["td_errors"].numpy()}
 
     @tf.function
     def _update(self, observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights):
+        return self._step(observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights)
+
+    @tf.function
+    def _update_from_frames(self, frames, next_offset, action_tm1, reward_t, discount_t, weights):
+        # Only the compact uint8 frames cross to the device; both stacks are cut from them there.
+        stack = self.online.input_shape[1]
+        observation_tm1 = frames[:, :stack]
+        observation_t = tf.gather(frames, next_offset[:, None] + tf.range(stack)[None, :], batch_dims=1)
+        return self._step(observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights)
+
+    def _step(self, observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights):
+        """The update's graph: double-DQN targets, weighted Huber loss, the distributed minimize."""
         q_target_t = self.target(observation_t, training=False)
         q_online_t = self.online(observation_t, training=False) if self.double_dqn else None
         target_tm1 = tf.stop_gradient(td_targets(reward_t, discount_t, q_target_t, q_online_t))

@@ -46,6 +46,32 @@ class Batch:
     indices: Optional[np.ndarray] = None  # (B,) int64 entries, for update_priorities (prioritised replay)
 
 
+@dataclasses.dataclass
+class FrameBatch:
+    """A minibatch of stacked-frame transitions in compact form, as the frame memory samples it: for each
+    transition the frames from s_t's oldest to s_t+k's newest once, (B, stack + n_step, H, W) uint8, rather
+    than both stacks (2 x stack frames; 5 frames instead of 8 for one-step Atari). The learner rebuilds the
+    stacks inside its update, on the device; `observation_tm1` and `observation_t` build them in NumPy."""
+
+    frames: np.ndarray  # (B, stack + n_step, H, W) uint8; zero outside the transition's episode and window
+    next_offset: np.ndarray  # (B,) int32: s_t+k = frames[b, next_offset[b] : next_offset[b] + stack] (k steps)
+    stack: int
+    action_tm1: np.ndarray
+    reward_t: np.ndarray
+    discount_t: np.ndarray
+    weights: Optional[np.ndarray] = None
+    indices: Optional[np.ndarray] = None
+
+    @property
+    def observation_tm1(self) -> np.ndarray:
+        return self.frames[:, :self.stack]
+
+    @property
+    def observation_t(self) -> np.ndarray:
+        rows = np.arange(len(self.frames))[:, None]
+        return self.frames[rows, self.next_offset[:, None] + np.arange(self.stack)[None, :]]
+
+
 @dataclasses.dataclass(frozen=True)
 class PrioritySettings:
     """Proportional prioritisation: entry i is drawn with probability p_i^alpha / sum_j p_j^alpha, where
@@ -248,14 +274,11 @@ class SegmentedReplay:
         reward = np.sum(np.where(included, rewards * powers, 0.0), axis=1)
         last = positions + steps - 1
         discount = self.gamma ** steps * self._discounts[envs, last % self.segment]
-        observation_tm1, observation_t = self._observations(envs, positions, last)
-        return Batch(observation_tm1=observation_tm1,
-                     action_tm1=self._actions[envs, positions % self.segment].astype(np.int32),
-                     reward_t=reward.astype(np.float32), discount_t=discount.astype(np.float32),
-                     observation_t=observation_t)
+        return self._batch(envs, positions, steps, action_tm1=self._actions[envs, positions % self.segment].astype(
+            np.int32), reward_t=reward.astype(np.float32), discount_t=discount.astype(np.float32))
 
-    def _observations(self, envs, positions, last):
-        """(s at `positions`, s after step `last`) for each pair."""
+    def _batch(self, envs, positions, steps, **fields):
+        """The minibatch with the observations of each transition: s at `positions`, and s after `steps` steps."""
         raise NotImplementedError
 
 
@@ -277,6 +300,7 @@ class ReplayMemory(SegmentedReplay):
         self._observations_tm1[self._env_index, slots] = observation
         self._observations_t[self._env_index, slots] = next_observation
 
-    def _observations(self, envs, positions, last):
-        return (self._observations_tm1[envs, positions % self.segment],
-                self._observations_t[envs, last % self.segment])
+    def _batch(self, envs, positions, steps, **fields):
+        last = positions + steps - 1
+        return Batch(observation_tm1=self._observations_tm1[envs, positions % self.segment],
+                     observation_t=self._observations_t[envs, last % self.segment], **fields)

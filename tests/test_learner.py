@@ -130,3 +130,33 @@ def test_rescaling_the_learning_rate_changes_the_step_of_the_distributed_optimiz
     assert rescale_learning_rate(optimizer, 3)
     assert step_size() == pytest.approx(3e-2, rel=1e-4)
     assert not rescale_learning_rate(make_optimizer(1e-2, 1e-7, 0.0, 1, True, 0), 3)  # fixed world: no schedule
+
+
+def test_the_update_from_compact_frames_equals_the_update_from_stacks():
+    """The frame memory hands the learner (B, stack + n, H, W) frames and s_t+k's offset; the stacks built
+    from them inside the update must be the ones NumPy builds, so both updates match."""
+    from hvd_dqn.frame_replay import FrameReplayMemory
+    from hvd_dqn.networks import build_nature_cnn_q_network
+
+    rng = np.random.default_rng(4)
+    memory = FrameReplayMemory(400, 2, (84, 84), 4, n_step=3)
+    for _ in range(150):  # episode ends so that some transitions have fewer than 3 steps
+        ended = rng.random(2) < 0.1
+        observation = rng.integers(0, 255, size=(2, 4, 84, 84)).astype(np.uint8)
+        memory.add(observation, rng.integers(0, 4, 2), rng.normal(size=2), (~ended).astype(np.float32),
+                   observation, ended)
+    frames = memory.sample(16, rng)
+    assert len(set(frames.next_offset.tolist())) > 1  # the offsets of s_t+k differ within the batch
+    stacks = Batch(frames.observation_tm1, frames.action_tm1, frames.reward_t, frames.discount_t,
+                   frames.observation_t)
+
+    def learner():
+        tf.keras.utils.set_random_seed(5)
+        online, target = (build_nature_cnn_q_network((4, 84, 84), 4, name) for name in ("online", "target"))
+        return DQNLearner(online, target, make_optimizer(1e-3, 1e-7, 10.0, 1, False, 0, distributed=False), True)
+
+    from_frames, from_stacks = learner(), learner()
+    one, other = from_frames.update(frames), from_stacks.update(stacks)
+    np.testing.assert_array_equal(one["td_errors"], other["td_errors"])
+    for a, b in zip(from_frames.online.variables, from_stacks.online.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())

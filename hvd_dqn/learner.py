@@ -48,9 +48,13 @@ class DQNLearner:
     """
 
     def __init__(self, online: tf.keras.Model, target: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer,
-                 double_dqn: bool, huber_delta: float = 1.0):
+                 double_dqn: bool, huber_delta: float = 1.0, xla: bool = False):
         self.online = online
         self.target = target
+        # --xla: the networks' forward passes (and so their gradients) are compiled by XLA; the gradient
+        # allreduce stays outside, since Horovod's collectives are not XLA ops here.
+        self._online_forward = tf.function(online, jit_compile=True) if xla else online
+        self._target_forward = tf.function(target, jit_compile=True) if xla else target
         self.optimizer = optimizer
         self.double_dqn = bool(double_dqn)
         self.huber_delta = float(huber_delta)
@@ -98,11 +102,11 @@ class DQNLearner:
 
     def _step(self, observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights):
         """The update's graph: double-DQN targets, weighted Huber loss, the distributed minimize."""
-        q_target_t = self.target(observation_t, training=False)
-        q_online_t = self.online(observation_t, training=False) if self.double_dqn else None
+        q_target_t = self._target_forward(observation_t, training=False)
+        q_online_t = self._online_forward(observation_t, training=False) if self.double_dqn else None
         target_tm1 = tf.stop_gradient(td_targets(reward_t, discount_t, q_target_t, q_online_t))
         with tf.GradientTape() as tape:
-            q_tm1 = self.online(observation_tm1, training=True)
+            q_tm1 = self._online_forward(observation_tm1, training=True)
             q_tm1_taken = tf.gather(q_tm1, action_tm1, axis=-1, batch_dims=1)
             td_error = target_tm1 - q_tm1_taken
             loss = tf.reduce_mean(weights * huber(td_error, self.huber_delta))

@@ -100,7 +100,7 @@ class Trainer:
         optimizer = make_optimizer(config.learning_rate, config.adam_epsilon, config.max_grad_norm,
                                    self.world.size, config.scale_lr_by_workers, config.lr_warmup_updates,
                                    elastic=config.elastic, fp16_allreduce=config.fp16_allreduce)
-        self.learner = DQNLearner(online, target, optimizer, config.double_dqn, config.huber_delta)
+        self.learner = DQNLearner(online, target, optimizer, config.double_dqn, config.huber_delta, xla=config.xla)
         self.replay = make_replay_memory(config, spec)
         # Prioritised replay's importance-sampling exponent, annealed to 1 by the end (Schaul et al. 2016).
         self.priority_beta = LinearSchedule(config.priority_beta_start, 1.0, config.total_env_steps)

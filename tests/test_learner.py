@@ -160,3 +160,25 @@ def test_the_update_from_compact_frames_equals_the_update_from_stacks():
     np.testing.assert_array_equal(one["td_errors"], other["td_errors"])
     for a, b in zip(from_frames.online.variables, from_stacks.online.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_xla_compiled_update_matches_the_plain_one():
+    """--xla compiles the networks' passes with XLA; the update is the same up to float rounding (XLA fuses
+    and reorders arithmetic, so not bit for bit: which also shows the compiled path ran)."""
+    from hvd_dqn.networks import build_nature_cnn_q_network
+
+    rng = np.random.default_rng(6)
+    batch = Batch(rng.integers(0, 255, (8, 4, 84, 84)).astype(np.uint8), rng.integers(0, 4, 8).astype(np.int32),
+                  rng.normal(size=8).astype(np.float32), np.full(8, 0.99, np.float32),
+                  rng.integers(0, 255, (8, 4, 84, 84)).astype(np.uint8))
+    learners = []
+    for xla in (False, True):
+        tf.keras.utils.set_random_seed(7)
+        online, target = (build_nature_cnn_q_network((4, 84, 84), 4, name) for name in ("online", "target"))
+        learners.append(DQNLearner(online, target, make_optimizer(1e-3, 1e-7, 10.0, 1, False, 0, distributed=False),
+                                   double_dqn=True, xla=xla))
+    plain, compiled = (learner.update(batch) for learner in learners)
+    np.testing.assert_allclose(compiled["td_errors"], plain["td_errors"], rtol=1e-4, atol=1e-5)
+    weights = [np.concatenate([v.numpy().ravel() for v in learner.online.variables]) for learner in learners]
+    np.testing.assert_allclose(weights[1], weights[0], rtol=1e-4, atol=1e-6)
+    assert not np.array_equal(plain["td_errors"], compiled["td_errors"]) or not np.array_equal(*weights)

@@ -95,6 +95,7 @@ class TrainConfig:
     overlap_acting: bool = True  # Atari: the emulators step while the learner updates (same replay ratio)
     fp16_allreduce: bool = False  # gradients allreduced as float16 (hvd.Compression.fp16)
     xla: bool = False  # the networks' passes compiled by XLA (jit_compile)
+    mixed_precision: bool = False  # Keras mixed_float16 with dynamic loss scaling
     intra_op_threads: int = 0  # 0: the cores of this host divided by the ranks on it
     inter_op_threads: int = 1
     deterministic_ops: bool = False  # tf.config.experimental.enable_op_determinism: slower, repeatable

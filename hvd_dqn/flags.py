@@ -90,6 +90,8 @@ _HELP = {
     "xla": "Compile the Q-networks' forward and backward passes with XLA (jit_compile); meant for GPUs, where "
            "fused kernels save time (on this project's CPU runs it was slower). The gradient allreduce stays "
            "outside XLA.",
+    "mixed_precision": "Keras mixed_float16: the networks compute in float16 (weights and Q-values stay float32) "
+                       "with dynamic loss scaling; for GPUs with tensor cores (on CPUs it is slow).",
     "intra_op_threads": "TensorFlow threads inside one op; 0: this host's cores divided by the ranks on it.",
     "inter_op_threads": "TensorFlow ops run in parallel.",
     "deterministic_ops": "Make TensorFlow ops deterministic (repeatable runs at some cost in speed).",

@@ -48,7 +48,7 @@ class DQNLearner:
     """
 
     def __init__(self, online: tf.keras.Model, target: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer,
-                 double_dqn: bool, huber_delta: float = 1.0, xla: bool = False):
+                 double_dqn: bool, huber_delta: float = 1.0, xla: bool = False, fp16_allreduce: bool = False):
         self.online = online
         self.target = target
         # --xla: the networks' forward passes (and so their gradients) are compiled by XLA; the gradient
@@ -56,6 +56,10 @@ class DQNLearner:
         self._online_forward = tf.function(online, jit_compile=True) if xla else online
         self._target_forward = tf.function(target, jit_compile=True) if xla else target
         self.optimizer = optimizer
+        # --mixed_precision: the loss is scaled (float16 gradients would underflow) and the gradients are
+        # averaged by Horovod's DistributedGradientTape instead of a DistributedOptimizer (see make_optimizer).
+        self.loss_scaling = isinstance(optimizer, tf.keras.mixed_precision.LossScaleOptimizer)
+        self.fp16_allreduce = fp16_allreduce
         self.double_dqn = bool(double_dqn)
         self.huber_delta = float(huber_delta)
         self.num_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="num_updates")
@@ -110,8 +114,21 @@ class DQNLearner:
             q_tm1_taken = tf.gather(q_tm1, action_tm1, axis=-1, batch_dims=1)
             td_error = target_tm1 - q_tm1_taken
             loss = tf.reduce_mean(weights * huber(td_error, self.huber_delta))
-        # Horovod: `minimize(..., tape=)` is the path on which DistributedOptimizer allreduces the gradients.
-        self.optimizer.minimize(loss, self.online.trainable_variables, tape=tape)
+            if self.loss_scaling:
+                scaled_loss = self.optimizer.get_scaled_loss(loss)
+        variables = self.online.trainable_variables
+        if self.loss_scaling:
+            import horovod.tensorflow as hvd
+
+            compression = hvd.Compression.fp16 if self.fp16_allreduce else hvd.Compression.none
+            scaled_gradients = hvd.DistributedGradientTape(tape, compression=compression).gradient(scaled_loss,
+                                                                                                    variables)
+            # Every rank holds the same averaged gradients, so all skip a non-finite step and change the
+            # loss scale alike.
+            self.optimizer.apply_gradients(zip(self.optimizer.get_unscaled_gradients(scaled_gradients), variables))
+        else:
+            # Horovod: `minimize(..., tape=)` is the path on which DistributedOptimizer allreduces the gradients.
+            self.optimizer.minimize(loss, variables, tape=tape)
         self.num_updates.assign_add(1)
         return {"td_loss": loss, "q_mean": tf.reduce_mean(q_tm1_taken), "td_errors": td_error}
 
@@ -123,13 +140,18 @@ class DQNLearner:
 
 def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: float, world_size: int,
                    scale_lr_by_workers: bool, lr_warmup_updates: int, distributed: bool = True,
-                   elastic: bool = False, fp16_allreduce: bool = False):
+                   elastic: bool = False, fp16_allreduce: bool = False, mixed_precision: bool = False):
     """Adam, wrapped in Horovod's DistributedOptimizer (unless distributed=False, for comparisons).
 
     `max_grad_norm` clips the global norm of the gradient after it has been averaged over ranks (Keras
     clips in apply_gradients, which runs after DistributedOptimizer's allreduce), so all ranks clip alike.
     With `elastic` the scaled rate is a schedule even for one rank, so `rescale_learning_rate` can follow
     the world as workers leave and join.
+
+    With `mixed_precision` the result is a Keras LossScaleOptimizer (dynamic loss scaling) around Adam, not
+    a DistributedOptimizer: Horovod 0.28.1 cannot wrap a Keras 2.11+ LossScaleOptimizer (TypeError, horovod
+    issue #3807), and a LossScaleOptimizer around a DistributedOptimizer skips the allreduce (replicas
+    diverged when tried here). The learner then averages the gradients with hvd.DistributedGradientTape.
     """
     from hvd_dqn.schedules import WarmupToScaledLearningRate
 
@@ -138,6 +160,8 @@ def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: flo
         rate = WarmupToScaledLearningRate(learning_rate, world_size, lr_warmup_updates)
     optimizer = tf.keras.optimizers.Adam(learning_rate=rate, epsilon=adam_epsilon,
                                          global_clipnorm=max_grad_norm or None)
+    if mixed_precision:
+        return tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
     if not distributed:
         return optimizer
     return distributed_optimizer(optimizer, fp16_allreduce)
@@ -161,6 +185,7 @@ def rescale_learning_rate(optimizer, world_size: int) -> bool:
     returns the schedule's current value, not the schedule, hence the private `_learning_rate`."""
     from hvd_dqn.schedules import WarmupToScaledLearningRate
 
+    optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # --mixed_precision's LossScaleOptimizer
     schedule = getattr(optimizer, "_learning_rate", None)
     if isinstance(schedule, WarmupToScaledLearningRate):
         schedule.set_scale(world_size)

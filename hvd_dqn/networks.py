@@ -14,20 +14,22 @@ import tensorflow as tf
 
 def q_head(features, num_actions: int, dueling: bool, stream_width: int = 0):
     """Q-values (B, actions) from shared features: one linear layer, or dueling value and advantage streams,
-    each with a ReLU layer of `stream_width` units first when it is > 0 (the Nature CNN's 512)."""
+    each with a ReLU layer of `stream_width` units first when it is > 0 (the Nature CNN's 512). The outputs
+    are float32 even under --mixed_precision's float16 policy (Keras' advice: a float16 output loses the
+    small differences between Q-values that decide the greedy action)."""
     if not dueling:
         if stream_width:
             features = tf.keras.layers.Dense(stream_width, activation="relu", name="hidden")(features)
-        return tf.keras.layers.Dense(num_actions, name="q_values")(features)
+        return tf.keras.layers.Dense(num_actions, name="q_values", dtype="float32")(features)
     value, advantage = features, features
     if stream_width:
         value = tf.keras.layers.Dense(stream_width, activation="relu", name="value_hidden")(value)
         advantage = tf.keras.layers.Dense(stream_width, activation="relu", name="advantage_hidden")(advantage)
-    value = tf.keras.layers.Dense(1, name="value")(value)
-    advantage = tf.keras.layers.Dense(num_actions, name="advantage")(advantage)
+    value = tf.keras.layers.Dense(1, name="value", dtype="float32")(value)
+    advantage = tf.keras.layers.Dense(num_actions, name="advantage", dtype="float32")(advantage)
     return tf.keras.layers.Lambda(
         lambda streams: streams[0] + streams[1] - tf.reduce_mean(streams[1], axis=-1, keepdims=True),
-        name="q_values")([value, advantage])
+        name="q_values", dtype="float32")([value, advantage])
 
 
 def build_mlp_q_network(observation_shape: Tuple[int, ...], num_actions: int, hidden_sizes: Sequence[int],

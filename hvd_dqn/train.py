@@ -89,6 +89,8 @@ class Trainer:
         self.rng = np.random.default_rng(rank_seed)
         self.sample_rng = np.random.default_rng(np.random.SeedSequence([rank_seed, 1]))
 
+        if config.mixed_precision:  # before the networks are built: their layers take the policy then
+            tf.keras.mixed_precision.set_global_policy("mixed_float16")
         self.env = make_env_for(config, config.num_envs, self.world.local_size)
         # Acting overlapped with learning (see `_act_overlapped`), where the env can step in the background.
         self.overlap = config.overlap_acting and steps_in_background(self.env)
@@ -99,8 +101,10 @@ class Trainer:
                                           config.hidden_sizes, name, config.dueling) for name in ("online", "target"))
         optimizer = make_optimizer(config.learning_rate, config.adam_epsilon, config.max_grad_norm,
                                    self.world.size, config.scale_lr_by_workers, config.lr_warmup_updates,
-                                   elastic=config.elastic, fp16_allreduce=config.fp16_allreduce)
-        self.learner = DQNLearner(online, target, optimizer, config.double_dqn, config.huber_delta, xla=config.xla)
+                                   elastic=config.elastic, fp16_allreduce=config.fp16_allreduce,
+                                   mixed_precision=config.mixed_precision)
+        self.learner = DQNLearner(online, target, optimizer, config.double_dqn, config.huber_delta, xla=config.xla,
+                                  fp16_allreduce=config.fp16_allreduce)
         self.replay = make_replay_memory(config, spec)
         # Prioritised replay's importance-sampling exponent, annealed to 1 by the end (Schaul et al. 2016).
         self.priority_beta = LinearSchedule(config.priority_beta_start, 1.0, config.total_env_steps)
@@ -568,7 +572,7 @@ class Trainer:
 
 
 # Settings that decide the shapes of what a checkpoint holds; a resumed run must agree on them.
-_CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space", "dueling")
+_CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space", "dueling", "mixed_precision")
 
 
 class CheckpointError(Exception):

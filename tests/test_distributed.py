@@ -13,9 +13,11 @@ def _load(out, rank):
     return np.load(out / f"rank{rank}.npz")
 
 
-@pytest.mark.parametrize("controller", ["gloo", "mpi"])
-def test_ranks_hold_identical_weights_after_updates_on_different_data(tmp_path, controller):
-    horovodrun(2, [PYTHON, SCRIPT, "--mode=learner", "--updates=20", f"--out={tmp_path}"],
+@pytest.mark.parametrize("controller, flags", [("gloo", []), ("mpi", []), ("gloo", ["--mixed_precision"])],
+                         ids=["gloo", "mpi", "gloo-mixed-precision"])
+def test_ranks_hold_identical_weights_after_updates_on_different_data(tmp_path, controller, flags):
+    """Also with --mixed_precision, whose loss-scaled update averages through DistributedGradientTape."""
+    horovodrun(2, [PYTHON, SCRIPT, "--mode=learner", "--updates=20", f"--out={tmp_path}", *flags],
                controller=controller, timeout=300)
     rank0, rank1 = _load(tmp_path, 0), _load(tmp_path, 1)
     assert int(rank0["size"]) == 2

@@ -182,3 +182,29 @@ def test_xla_compiled_update_matches_the_plain_one():
     weights = [np.concatenate([v.numpy().ravel() for v in learner.online.variables]) for learner in learners]
     np.testing.assert_allclose(weights[1], weights[0], rtol=1e-4, atol=1e-6)
     assert not np.array_equal(plain["td_errors"], compiled["td_errors"]) or not np.array_equal(*weights)
+
+
+def test_mixed_precision_computes_in_float16_and_keeps_q_values_and_weights_float32():
+    import horovod.tensorflow as hvd
+
+    from hvd_dqn.networks import build_nature_cnn_q_network
+
+    hvd.init()
+    tf.keras.mixed_precision.set_global_policy("mixed_float16")
+    try:
+        online, target = (build_nature_cnn_q_network((4, 84, 84), 4, name, dueling=True)
+                          for name in ("online", "target"))
+        learner = DQNLearner(online, target, make_optimizer(1e-3, 1e-7, 10.0, 1, False, 0, mixed_precision=True),
+                             double_dqn=True)
+        assert learner.loss_scaling and online.get_layer("conv_0").compute_dtype == "float16"
+        assert all(variable.dtype == tf.float32 for variable in online.variables)
+        rng = np.random.default_rng(8)
+        frames = rng.integers(0, 255, (8, 4, 84, 84)).astype(np.uint8)
+        assert online(frames).dtype == tf.float32
+        before = [variable.numpy() for variable in online.variables]
+        metrics = learner.update(Batch(frames, rng.integers(0, 4, 8).astype(np.int32), np.ones(8, np.float32),
+                                       np.full(8, 0.99, np.float32), frames[::-1].copy()))
+        assert np.isfinite(metrics["td_loss"]) and float(learner.optimizer.loss_scale) > 1
+        assert all(not np.array_equal(old, new.numpy()) for old, new in zip(before, online.trainable_variables))
+    finally:
+        tf.keras.mixed_precision.set_global_policy("float32")

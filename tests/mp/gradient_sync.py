@@ -7,6 +7,7 @@ each rank's final weights to <out>/rank<R>.npz, so the test can compare the repl
 --mode=sgd_one   one plain-SGD update of the project's step on this rank's share of a fixed data set of
                  2 * batch transitions (rank r of N takes rows r*2B/N ... (r+1)*2B/N).
 --fp16_allreduce the gradients cross the allreduce as float16 (with --mode=sgd_one).
+--mixed_precision mixed_float16 with loss scaling: the learner averages through DistributedGradientTape.
 """
 import argparse
 import os
@@ -56,10 +57,13 @@ def main():
     parser.add_argument("--updates", type=int, default=20)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--fp16_allreduce", action="store_true")
+    parser.add_argument("--mixed_precision", action="store_true")
     args = parser.parse_args()
 
     world = distributed.init_horovod(intra_op_threads=1)
 
+    if args.mixed_precision:
+        tf.keras.mixed_precision.set_global_policy("mixed_float16")
     # Different initial weights per rank on purpose: the broadcast from rank 0 must make them equal.
     tf.keras.utils.set_random_seed(100 + world.rank)
     online = build_mlp_q_network((OBSERVATION_SIZE,), NUM_ACTIONS, HIDDEN, "online")
@@ -67,8 +71,9 @@ def main():
     if args.mode == "sgd_one":
         optimizer = distributed_optimizer(tf.keras.optimizers.SGD(learning_rate=0.1), args.fp16_allreduce)
     else:
-        optimizer = make_optimizer(1e-3, 1e-7, 10.0, world.size, False, 0)
+        optimizer = make_optimizer(1e-3, 1e-7, 10.0, world.size, False, 0, mixed_precision=args.mixed_precision)
     learner = DQNLearner(online, target, optimizer, double_dqn=True)
+    assert learner.loss_scaling == args.mixed_precision
     distributed.broadcast_from_chief(learner.synchronized_variables)
     initial = flat_weights(online)
 

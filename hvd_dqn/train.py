@@ -7,7 +7,9 @@ writes checkpoints, metrics and TensorBoard events.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
+import functools
 import os
 import shutil
 import signal
@@ -25,6 +27,7 @@ from absl import app, flags, logging
 from hvd_dqn import checkpoint, distributed
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.flags import config_from_flags, define_flags
+from hvd_dqn.prefetch import minibatches
 
 define_flags()
 PROGRAM = "hvd_dqn.train"
@@ -126,6 +129,7 @@ class Trainer:
         self.writer = None  # rank 0's MetricsWriter
         self.settings_logged = False
         self.commit = None  # with --elastic: commits the training state (hvd_dqn.elastic)
+        self.sampler = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="minibatches")
 
     # --- set-up ----------------------------------------------------------------------------------------
     def _take_place_in_world(self) -> None:
@@ -427,10 +431,10 @@ class Trainer:
             if not self.replay_ready:
                 return
         self.update_credit += config.num_envs
+        count, self.update_credit = divmod(self.update_credit, config.train_frequency)
         beta = self.priority_beta(env_steps)
-        while self.update_credit >= config.train_frequency:
-            self.update_credit -= config.train_frequency
-            batch = self.replay.sample(config.batch_size, self.sample_rng, beta)
+        draw = functools.partial(self.replay.sample, config.batch_size, self.sample_rng, beta)
+        for batch in minibatches(draw, count, None if self.replay.priority else self.sampler):
             metrics = self.learner.update(batch)
             if batch.indices is not None:  # prioritised: this rank's new priorities from its TD errors
                 self.replay.update_priorities(batch.indices, metrics["td_errors"])

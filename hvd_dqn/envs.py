@@ -182,6 +182,10 @@ def make_env_for(config, num_envs: int, ranks_on_host: int = 1):
     import os
 
     threads = config.env_threads or max(1, (os.cpu_count() or 1) // ranks_on_host)
-    settings = AtariSettings(config.repeat_action_probability, config.full_action_space, config.noop_max,
-                             config.max_episode_frames, min(threads, num_envs))
-    return make_vector_env(config.env_id, num_envs, settings)
+    return make_vector_env(config.env_id, num_envs, atari_settings(config, min(threads, num_envs)))
+
+
+def atari_settings(config, threads: int) -> AtariSettings:
+    """The Atari protocol settings a TrainConfig describes, on `threads` emulator threads."""
+    return AtariSettings(config.repeat_action_probability, config.full_action_space, config.noop_max,
+                         config.max_episode_frames, threads)

@@ -354,6 +354,7 @@ class Trainer:
             self.writer.close()
             self.writer = None
         self.env.close()
+        self.sampler.shutdown()
         return self.counters
 
     def _stop_requested(self, signals: StopSignals) -> bool:

@@ -15,7 +15,7 @@ from typing import List
 
 import numpy as np
 
-from hvd_dqn.envs import ATARI_FRAME_SKIP, AtariSettings, AtariVectorEnvAdapter, atari_game, env_seeds
+from hvd_dqn.envs import ATARI_FRAME_SKIP, AtariVectorEnvAdapter, atari_game, atari_settings, env_seeds
 
 VIDEO_FORMATS = (".mp4", ".gif")
 ATARI_SCREEN = (210, 160)  # height, width of the ALE screen
@@ -52,8 +52,7 @@ def record_episode(actor, config, epsilon: float, seed: int) -> RecordedEpisode:
 
 
 def _record_atari(actor, game: str, config, epsilon: float, seed: int) -> RecordedEpisode:
-    settings = AtariSettings(config.repeat_action_probability, config.full_action_space, config.noop_max,
-                             config.max_episode_frames, threads=1)
+    settings = atari_settings(config, threads=1)
     agent_env = AtariVectorEnvAdapter(game, 1, settings)
     screen_env = AtariVectorEnvAdapter(game, 1, settings, screen=ATARI_SCREEN)
     seeds = env_seeds(seed, 1)

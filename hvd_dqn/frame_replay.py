@@ -2,9 +2,10 @@
 
 An Atari observation is a stack of the last `stack` frames (4 x 84 x 84 uint8). Consecutive observations
 share all but one frame, so storing each observation (or s_t and s_t+1 both) would cost 4-8x the memory.
-As in Dopamine's circular replay buffer, only the newest frame of each observation is stored, and the
-stacks for s_t and s_t+1 are rebuilt, vectorised, when a minibatch is sampled: about 7.1 KB per
-transition instead of 28-56 KB, so a million transitions per rank fit in about 7.1 GB.
+As in Dopamine's circular replay buffer, only the newest frame of each observation is stored: about
+7.1 KB per transition instead of 28-56 KB, so a million transitions per rank fit in about 7.1 GB. A
+minibatch gathers each transition's frames once, from s_t's oldest to s_t+k's newest (a FrameBatch), and
+the learner cuts the two stacks from them inside its update.
 
 Layout. Each of the rank's `num_envs` environments owns one ring segment of `capacity // num_envs`
 entries, so the envs' interleaved steps never mix; an entry is
@@ -23,7 +24,7 @@ last frames and no stack ever mixes two episodes or two envs.
 An entry i of env e can be sampled when it starts a transition, its n-step window is written (see
 replay.py) and so is the entry after the window's last step (whose frame completes the final stack), and
 every frame its stacks use is still in the ring (not yet overwritten by the wrap-around). Sampling,
-n-step returns and priorities are SegmentedReplay's; this class stores and stacks the frames.
+n-step returns and priorities are SegmentedReplay's; this class stores the frames and gathers them.
 """
 from __future__ import annotations
 

@@ -17,6 +17,9 @@ import os
 from typing import Optional, Tuple
 
 
+LOSSES = ("huber", "mse")  # the TD losses hvd_dqn.learner knows
+
+
 class ConfigError(ValueError):
     """A setting is invalid. The message starts with the flag, e.g. `--batch_size=-1: must be ...`."""
 
@@ -34,6 +37,7 @@ class TrainConfig:
     repeat_action_probability: float = 0.25  # sticky actions
     full_action_space: bool = False
     noop_max: int = 30  # no-op actions at episode start, at most
+    fire_reset: bool = True  # press FIRE at each reset in games that need it (off in Dopamine's protocol)
     max_episode_frames: int = 108_000  # emulator frames; reaching it is a truncation
     env_threads: int = 0  # emulator threads per rank; 0: this host's cores divided by its ranks
     terminal_on_life_loss: bool = False  # for learning only: a lost life has discount 0
@@ -49,6 +53,7 @@ class TrainConfig:
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
     epsilon_decay_env_steps: int = 50_000
+    epsilon_decay_start_env_steps: int = 0  # epsilon stays at start until here (Dopamine: min_replay_history)
     apex_exploration: bool = False  # fixed per-env epsilons across all ranks' envs instead of the schedule
     apex_epsilon_base: float = 0.4
     apex_alpha: float = 7.0
@@ -66,6 +71,7 @@ class TrainConfig:
     gamma: float = 0.99
     learning_rate: float = 1e-3
     adam_epsilon: float = 1e-7
+    loss: str = "huber"  # "huber" (Mnih et al. 2015) or "mse" (Dopamine's JAX DQN: mean squared TD error)
     huber_delta: float = 1.0
     max_grad_norm: float = 10.0  # 0 disables clipping; the global norm of the allreduced gradient
     double_dqn: bool = False
@@ -134,7 +140,7 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
         value = getattr(config, name)
         _require(isinstance(value, int) and value > 0, name, value, "must be a positive integer")
     non_negative_ints = (
-        "epsilon_decay_env_steps", "lr_warmup_updates", "eval_interval_env_steps",
+        "epsilon_decay_env_steps", "epsilon_decay_start_env_steps", "lr_warmup_updates", "eval_interval_env_steps",
         "checkpoint_interval_env_steps", "intra_op_threads",
     )
     for name in non_negative_ints:
@@ -155,6 +161,7 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     for name in ("learning_rate", "adam_epsilon", "huber_delta"):
         value = getattr(config, name)
         _require(value > 0.0, name, value, "must be a number > 0")
+    _require(config.loss in LOSSES, "loss", config.loss, f"must be one of {', '.join(LOSSES)}")
     _require(config.max_grad_norm >= 0.0, "max_grad_norm", config.max_grad_norm,
              "must be >= 0 (0 disables gradient clipping)")
     _require(len(config.hidden_sizes) > 0 and all(size > 0 for size in config.hidden_sizes),

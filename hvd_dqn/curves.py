@@ -135,3 +135,36 @@ def parse_curve_argument(argument: str):
     if not logdirs:
         raise CurveError(f"{argument}: no logdir given")
     return label or os.path.basename(os.path.normpath(logdirs[0])), logdirs
+
+
+@dataclasses.dataclass
+class WindowMean:
+    """The training episodes that ended in one window of env steps [start, end), as Dopamine reports them."""
+
+    start: int
+    end: int
+    episodes: int
+    mean_return: float  # NaN without episodes
+    complete: bool  # the run got to the window's end
+
+
+def window_means(logdir: str, window_env_steps: int) -> List[WindowMean]:
+    """Mean raw return of the training episodes ending in each window of `window_env_steps` env steps
+    (summed over ranks), from the run's episodes.csv. An episode belongs to the window its last step falls
+    in (Dopamine counts an episode in the iteration that starts it; Breakout episodes last hundreds of steps
+    against windows of 250k, so the two differ by a few episodes at each boundary)."""
+    if window_env_steps <= 0:
+        raise CurveError(f"window of {window_env_steps} env steps: must be positive")
+    run = load_run(logdir)
+    ends = run.episode_frames / run.frames_per_step  # env steps at each episode's end
+    last_step = run.final_frames / run.frames_per_step
+    count = max(1, int(np.ceil(max(last_step, ends.max(initial=0)) / window_env_steps)))
+    # An episode ending exactly at a boundary step s has taken steps s-length+1 .. s: window (s - 1) // W.
+    index = np.maximum(ends - 1, 0) // window_env_steps
+    rows = []
+    for window in range(count):
+        returns = run.episode_returns[index == window]
+        start, end = window * window_env_steps, (window + 1) * window_env_steps
+        rows.append(WindowMean(start, end, len(returns), float(returns.mean()) if len(returns) else float("nan"),
+                               last_step >= end))
+    return rows

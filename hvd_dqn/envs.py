@@ -42,13 +42,15 @@ def env_seeds(seed: int, count: int, stream: int = 0) -> list:
 @dataclasses.dataclass(frozen=True)
 class AtariSettings:
     """The Atari protocol settings (Machado et al. 2018 recommend sticky actions, 0.25, over no-op starts
-    alone; Mnih et al. 2015 use up to 30 no-ops, reward clipping and life loss as terminal)."""
+    alone; Mnih et al. 2015 use up to 30 no-ops, reward clipping and life loss as terminal). Dopamine's
+    protocol has sticky actions and neither no-ops nor a FIRE press at reset (its AtariPreprocessing)."""
 
     repeat_action_probability: float = 0.25
     full_action_space: bool = False
     noop_max: int = 30
     max_episode_frames: int = 108_000  # 30 minutes of play at 60 Hz; a truncation, not a terminal
     threads: int = 0  # emulator threads; 0: one per env, as ale-py chooses
+    fire_reset: bool = True  # FIRE at reset in games that need it (Breakout serves the ball only after FIRE)
 
 
 def atari_game(env_id: str) -> Optional[str]:
@@ -89,6 +91,7 @@ class AtariVectorEnvAdapter:
             game, num_envs, num_threads=settings.threads, autoreset_mode="SameStep", frameskip=ATARI_FRAME_SKIP,
             repeat_action_probability=settings.repeat_action_probability,
             full_action_space=settings.full_action_space, noop_max=settings.noop_max,
+            use_fire_reset=settings.fire_reset,
             max_num_frames_per_episode=settings.max_episode_frames,
             # Rewards stay raw so reported returns are game scores; the trainer clips for learning.
             reward_clipping=False, episodic_life=False, **observation_format)
@@ -188,4 +191,4 @@ def make_env_for(config, num_envs: int, ranks_on_host: int = 1):
 def atari_settings(config, threads: int) -> AtariSettings:
     """The Atari protocol settings a TrainConfig describes, on `threads` emulator threads."""
     return AtariSettings(config.repeat_action_probability, config.full_action_space, config.noop_max,
-                         config.max_episode_frames, threads)
+                         config.max_episode_frames, threads, config.fire_reset)

@@ -3,8 +3,8 @@
     python -m hvd_dqn.evaluate --logdir=runs/pong --episodes=10 --epsilon=0.05 --json=eval.json --video=pong.mp4
 
 Loads the latest complete checkpoint in --logdir (or --checkpoint), rebuilds the network from the config
-stored beside it, plays --episodes episodes (greedy unless --epsilon > 0; Atari games with the training
-run's no-op starts and sticky actions) and prints and writes {"mean_return": ..., "median_return": ...,
+stored beside it, plays --episodes episodes (at the training run's --eval_epsilon unless --epsilon is given;
+Atari games with the training run's no-op starts, FIRE resets and sticky actions) and prints and writes {"mean_return": ..., "median_return": ...,
 "episodes": N, ...} with raw game scores. With --video it also films one more episode from the full-colour
 screen. Runs in one process; Horovod is not needed.
 """
@@ -25,7 +25,9 @@ PROGRAM = "hvd_dqn.evaluate"
 flags.DEFINE_string("logdir", None, "Training log folder whose latest complete checkpoint is evaluated.")
 flags.DEFINE_string("checkpoint", None, "A specific checkpoint folder (.../checkpoints/ckpt-N) instead of the latest.")
 flags.DEFINE_integer("episodes", 20, "Episodes to play, in parallel environments.")
-flags.DEFINE_float("epsilon", 0.0, "Exploration probability while evaluating (0 is greedy).")
+flags.DEFINE_float("epsilon", None, "Exploration probability while evaluating (0 is greedy); default: the training "
+                   "run's --eval_epsilon (Dopamine's protocol: 0.001, so an agent that has not learned to press "
+                   "FIRE in Breakout cannot stall an episode for its whole 27,000 steps).")
 flags.DEFINE_integer("seed", 12345, "Seed of the evaluation environments (distinct from training's by default).")
 flags.DEFINE_string("json", None, "Also write the results to this JSON file.")
 flags.DEFINE_string("video", None, "Also record one episode (same --epsilon and --seed) to this .mp4 or .gif file.")
@@ -36,9 +38,10 @@ class EvaluationError(Exception):
     pass
 
 
-def evaluate(checkpoint_path: str, episodes: int, epsilon: float, seed: int, video: Optional[str] = None) -> dict:
-    """Returns the summary of `episodes` episodes played by the checkpoint's online network; with `video`,
-    also films one episode into that file."""
+def evaluate(checkpoint_path: str, episodes: int, epsilon: Optional[float], seed: int,
+             video: Optional[str] = None) -> dict:
+    """Returns the summary of `episodes` episodes played by the checkpoint's online network, at `epsilon`
+    (None: the training run's eval_epsilon); with `video`, also films one episode into that file."""
     import numpy as np
     import tensorflow as tf
 
@@ -50,6 +53,8 @@ def evaluate(checkpoint_path: str, episodes: int, epsilon: float, seed: int, vid
     from hvd_dqn.networks import build_q_network
 
     config = TrainConfig.from_json(checkpoint.read_config_json(checkpoint_path))
+    if epsilon is None:
+        epsilon = config.eval_epsilon
     env = make_env_for(config, episodes)
     spec = spec_of(env)
     online = build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions,
@@ -98,7 +103,7 @@ def main(argv) -> None:
         _fail(f"unexpected arguments {' '.join(argv[1:])}")
     if FLAGS.episodes <= 0:
         _fail(f"--episodes={FLAGS.episodes}: must be a positive integer")
-    if not 0.0 <= FLAGS.epsilon <= 1.0:
+    if FLAGS.epsilon is not None and not 0.0 <= FLAGS.epsilon <= 1.0:
         _fail(f"--epsilon={FLAGS.epsilon}: must be a probability in [0, 1]")
     if FLAGS.video:
         from hvd_dqn.video import check_video_path

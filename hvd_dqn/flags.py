@@ -23,6 +23,8 @@ _HELP = {
                                  "0.25 in the current ALE protocol, Machado et al. 2018).",
     "full_action_space": "Atari: use all 18 actions instead of the game's minimal set.",
     "noop_max": "Atari: at most this many no-op actions at the start of each episode.",
+    "fire_reset": "Atari: press FIRE when an episode starts in games that need it to begin (ale-py's "
+                  "use_fire_reset). Dopamine's protocol leaves it off: the agent must learn to press FIRE.",
     "max_episode_frames": "Atari: emulator frames after which an episode is truncated (bootstrapped, not terminal).",
     "env_threads": "Atari: emulator threads per rank; 0: this host's cores divided by the ranks on it.",
     "terminal_on_life_loss": "Atari: treat a lost life as terminal for learning (Mnih et al. 2015); episodes "
@@ -36,6 +38,8 @@ _HELP = {
     "epsilon_start": "Exploration probability at the first env step.",
     "epsilon_end": "Exploration probability after the decay.",
     "epsilon_decay_env_steps": "Env steps (summed over ranks) over which epsilon falls linearly from start to end.",
+    "epsilon_decay_start_env_steps": "Env steps (summed over ranks) during which epsilon stays at its start value "
+                                     "before the decay begins (Dopamine waits for min_replay_history = 20k).",
     "apex_exploration": "Ape-X exploration (Horgan et al. 2018): env i of the N envs of all ranks acts with the "
                         "fixed epsilon_i = base^(1 + alpha * i / (N - 1)) instead of following the schedule.",
     "apex_epsilon_base": "Ape-X exploration: the base epsilon (0.4 in Ape-X).",
@@ -53,6 +57,8 @@ _HELP = {
     "gamma": "Discount factor per env step.",
     "learning_rate": "Adam learning rate (per update, before any scaling by the number of ranks).",
     "adam_epsilon": "Adam's epsilon (numerical stabiliser).",
+    "loss": "TD loss: huber (Mnih et al. 2015; quadratic within --huber_delta, linear beyond) or mse (the mean "
+            "squared TD error, without a factor 1/2, as Dopamine's JAX DQN).",
     "huber_delta": "Huber loss threshold on the TD error, in return units.",
     "max_grad_norm": "Clip the global norm of the averaged gradient to this value; 0 disables clipping.",
     "double_dqn": "Use double-DQN targets (van Hasselt et al. 2016): the online network picks a', "

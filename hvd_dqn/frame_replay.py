@@ -64,6 +64,22 @@ class FrameReplayMemory(SegmentedReplay):
             self._first[ended, slots] = False
         self._episode_starts = episode_ended.copy()
 
+    def _cut(self, envs, positions) -> None:
+        """The newest entry holds s_t's frame, but s_t+1's frame would only arrive with the next step, which
+        will belong to a new episode. So the entry becomes the episode's final-observation entry (it starts
+        no transition) and the step before it, whose s_t+1 that frame completes, ends the episode as a
+        truncation; the next stored frame begins a new episode. One transition per env is lost."""
+        slots = positions % self.segment
+        self._transition[envs, slots] = False
+        self._ended[envs, slots] = True
+        if self._tree is not None:
+            self._tree.set(envs * self.segment + slots, np.zeros(len(envs)))
+        # The step before, if it is of the same episode (the newest entry is not the episode's first) and
+        # still held.
+        earlier = ~self._first[envs, slots] & (positions >= 1) & (positions - 1 >= self._written[envs] - self.segment)
+        self._ended[envs[earlier], (positions[earlier] - 1) % self.segment] = True
+        self._episode_starts[:] = True
+
     def _extra_sampleable(self, envs, positions, last) -> np.ndarray:
         oldest = self._written[envs] - self.segment
         successor_written = last + 1 < self._written[envs]

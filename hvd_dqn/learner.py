@@ -32,6 +32,16 @@ def td_targets(reward_t, discount_t, q_target_t, q_online_t=None):
     return reward_t + discount_t * bootstrap
 
 
+def td_loss(td_error, loss: str, huber_delta: float = 1.0):
+    """The per-transition loss of a TD error: "huber" (Mnih et al. 2015 clip the error's gradient at delta)
+    or "mse", the squared error without a factor 1/2, as Dopamine's JAX DQN (dopamine/jax/losses.py)."""
+    if loss == "mse":
+        return tf.square(td_error)
+    if loss == "huber":
+        return huber(td_error, huber_delta)
+    raise ValueError(f"unknown TD loss {loss!r}; expected huber or mse")
+
+
 def huber(x, delta: float):
     """Huber loss, elementwise: quadratic within |x| <= delta, linear beyond (Mnih et al. 2015 clip the TD error)."""
     abs_x = tf.abs(x)
@@ -48,7 +58,8 @@ class DQNLearner:
     """
 
     def __init__(self, online: tf.keras.Model, target: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer,
-                 double_dqn: bool, huber_delta: float = 1.0, xla: bool = False, fp16_allreduce: bool = False):
+                 double_dqn: bool, huber_delta: float = 1.0, xla: bool = False, fp16_allreduce: bool = False,
+                 loss: str = "huber"):
         self.online = online
         self.target = target
         # --xla: the networks' forward passes (and so their gradients) are compiled by XLA; the gradient
@@ -62,6 +73,8 @@ class DQNLearner:
         self.fp16_allreduce = fp16_allreduce
         self.double_dqn = bool(double_dqn)
         self.huber_delta = float(huber_delta)
+        td_loss(tf.zeros(1), loss)  # an unknown loss fails here, not inside the first traced update
+        self.loss = loss
         self.num_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="num_updates")
         # Create the optimizer's slot variables now, so they exist to be broadcast and checkpointed before
         # the first update.
@@ -81,7 +94,7 @@ class DQNLearner:
     def update(self, batch) -> Dict[str, object]:
         """One synchronous step on a Batch or a FrameBatch; returns {"td_loss", "q_mean"} as floats and
         "td_errors", the (B,) TD errors before the step (prioritised replay's new priorities). With
-        batch.weights (importance sampling), each transition's Huber loss is weighted before the mean."""
+        batch.weights (importance sampling), each transition's loss is weighted before the mean."""
         weights = batch.weights if batch.weights is not None else np.ones(len(batch.action_tm1), np.float32)
         if isinstance(batch, FrameBatch):
             metrics = self._update_from_frames(batch.frames, batch.next_offset, batch.action_tm1, batch.reward_t,
@@ -105,7 +118,7 @@ class DQNLearner:
         return self._step(observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights)
 
     def _step(self, observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights):
-        """The update's graph: double-DQN targets, weighted Huber loss, the distributed minimize."""
+        """The update's graph: (double-)DQN targets, the weighted TD loss, the distributed minimize."""
         q_target_t = self._target_forward(observation_t, training=False)
         q_online_t = self._online_forward(observation_t, training=False) if self.double_dqn else None
         target_tm1 = tf.stop_gradient(td_targets(reward_t, discount_t, q_target_t, q_online_t))
@@ -113,7 +126,7 @@ class DQNLearner:
             q_tm1 = self._online_forward(observation_tm1, training=True)
             q_tm1_taken = tf.gather(q_tm1, action_tm1, axis=-1, batch_dims=1)
             td_error = target_tm1 - q_tm1_taken
-            loss = tf.reduce_mean(weights * huber(td_error, self.huber_delta))
+            loss = tf.reduce_mean(weights * td_loss(td_error, self.loss, self.huber_delta))
             if self.loss_scaling:
                 scaled_loss = self.optimizer.get_scaled_loss(loss)
         variables = self.online.trainable_variables

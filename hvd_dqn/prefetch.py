@@ -14,7 +14,7 @@ from typing import Callable, Iterator, Optional
 def minibatches(draw: Callable[[], object], count: int, pool: Optional[ThreadPoolExecutor]) -> Iterator[object]:
     """Yields `count` results of `draw()`. With a pool, draw k + 1 runs there while the caller uses batch k;
     without one (prioritised replay: each draw must see the priorities the previous update set), in line."""
-    if pool is None or count == 1:
+    if pool is None or count <= 1:  # nothing to overlap; and no draw at all when count is 0
         for _ in range(count):
             yield draw()
         return

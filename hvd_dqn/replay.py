@@ -156,6 +156,20 @@ class SegmentedReplay:
             else:
                 getattr(self, name)[...] = array
 
+    def cut_episodes(self) -> None:
+        """Ends every env's unfinished episode here, as a truncation: the envs will go on with new episodes
+        (a resumed run resets them, since emulator states are not checkpointed), and their first steps must
+        not be joined to the old episodes' last ones in an n-step window or a frame stack."""
+        envs = np.flatnonzero(self._written > 0)
+        last = (self._written[envs] - 1) % self.segment
+        open_episodes = ~self._ended[envs, last]
+        self._cut(envs[open_episodes], self._written[envs[open_episodes]] - 1)
+
+    def _cut(self, envs: np.ndarray, positions: np.ndarray) -> None:
+        """Marks each env's step at `positions` (its newest) as its episode's last: a truncation, so the
+        step keeps its discount and its transition bootstraps from the stored next observation."""
+        self._ended[envs, positions % self.segment] = True
+
     def save(self, path: str) -> None:
         """Writes state() as one compressed .npz file (written beside `path`, then renamed)."""
         import os

@@ -9,20 +9,22 @@ import tensorflow as tf
 
 @dataclasses.dataclass(frozen=True)
 class LinearSchedule:
-    """Goes linearly from `start` at step 0 to `end` at step `duration`, then stays at `end`.
+    """Stays at `start` until step `delay`, goes linearly to `end` at step `delay + duration`, then stays.
 
-    With duration 0 the value is `end` from the first step. Used for epsilon as in Mnih et al. (2015),
-    who anneal it from 1.0 to 0.1 over the first million frames.
+    With duration 0 the value is `end` from step `delay` on. Used for epsilon as in Mnih et al. (2015), who
+    anneal it from 1.0 to 0.1 over the first million frames; Dopamine's `linearly_decaying_epsilon` begins
+    the decay only once the replay memory holds min_replay_history transitions (the `delay`).
     """
 
     start: float
     end: float
     duration: int
+    delay: int = 0
 
     def __call__(self, step) -> float:
         if self.duration <= 0:
-            return float(self.end)
-        fraction = np.clip(step / self.duration, 0.0, 1.0)
+            return float(self.start if step < self.delay else self.end)
+        fraction = np.clip((step - self.delay) / self.duration, 0.0, 1.0)
         return float(self.start + fraction * (self.end - self.start))
 
 

@@ -107,12 +107,13 @@ class Trainer:
                                    elastic=config.elastic, fp16_allreduce=config.fp16_allreduce,
                                    mixed_precision=config.mixed_precision)
         self.learner = DQNLearner(online, target, optimizer, config.double_dqn, config.huber_delta, xla=config.xla,
-                                  fp16_allreduce=config.fp16_allreduce)
+                                  fp16_allreduce=config.fp16_allreduce, loss=config.loss)
         self.replay = make_replay_memory(config, spec)
         # Prioritised replay's importance-sampling exponent, annealed to 1 by the end (Schaul et al. 2016).
         self.priority_beta = LinearSchedule(config.priority_beta_start, 1.0, config.total_env_steps)
         self.actor = EpsilonGreedyActor(online, spec.num_actions, self.rng)
-        self.epsilon = LinearSchedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_env_steps)
+        self.epsilon = LinearSchedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_env_steps,
+                                      config.epsilon_decay_start_env_steps)
         self.eval_env = None
         self._take_place_in_world()
         self.counters = Counters()
@@ -249,7 +250,9 @@ class Trainer:
         if self.config.checkpoint_replay and os.path.exists(shard):
             try:
                 self.replay.load(shard)
-                restored = self.replay.digest()
+                restored = self.replay.digest()  # as saved, so it can be compared with the saved digest
+                # The envs restart with new episodes (train() resets them): end the stored ones here.
+                self.replay.cut_episodes()
                 # Env steps already stored but not yet paid for with updates; with an empty memory instead,
                 # updates restart from zero credit once it is refilled, as in a fresh run.
                 self.update_credit = int(saved["update_credit"]) if saved is not None else 0

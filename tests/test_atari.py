@@ -170,3 +170,23 @@ class _FixedQ2(tf.keras.Model):
 def test_bad_video_paths_are_refused_before_playing(tmp_path, path, problem):
     with pytest.raises(ValueError, match=re.escape(problem)):
         check_video_path(str(tmp_path / path))
+
+
+@pytest.mark.parametrize("fire_reset", [True, False])
+def test_without_fire_reset_breakout_waits_for_the_agent_to_serve(fire_reset):
+    """ale-py presses FIRE at reset unless told not to; Dopamine's protocol does not, so an agent that never
+    presses FIRE sees a frozen screen and loses no life."""
+    settings = AtariSettings(repeat_action_probability=0.0, noop_max=0, threads=1, fire_reset=fire_reset)
+    env = make_vector_env("breakout", 1, settings)
+    observation, info = env.reset(seed=env_seeds(0, 1))
+    frames, lives = [observation[0, -1]], []
+    for _ in range(300):  # NOOP only
+        observation, _, _, _, info = env.step(np.zeros(1, np.int64))
+        frames.append(observation[0, -1])
+        lives.append(int(info["lives"][0]))
+    env.close()
+    screen_changed = any(not np.array_equal(frames[1], frame) for frame in frames[2:])
+    if fire_reset:  # the ball was served, moved, and was missed
+        assert screen_changed and min(lives) < 5
+    else:
+        assert not screen_changed and set(lives) == {5}

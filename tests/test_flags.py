@@ -112,6 +112,24 @@ def test_atari_presets_follow_the_published_protocol(name, env_id):
     assert config.total_env_steps == 10_000_000 and config.replay_capacity == 250_000
 
 
+def test_the_dopamine_preset_has_dopamines_protocol_and_hyperparameters():
+    """google/dopamine: dopamine/jax/agents/dqn/configs/dqn.gin and the JaxDQNAgent defaults."""
+    config = _preset("breakout_dopamine.flags")
+    assert config.env_id == "ALE/Breakout-v5" and config.clip_rewards
+    # Sticky actions, no no-ops, no FIRE at reset, a lost life is not terminal, 27k-step episodes.
+    assert (config.repeat_action_probability, config.noop_max, config.fire_reset) == (0.25, 0, False)
+    assert not config.terminal_on_life_loss and config.max_episode_frames == 108_000
+    assert (config.learning_rate, config.adam_epsilon, config.max_grad_norm) == (6.25e-5, 1.5e-4, 0.0)
+    assert config.loss == "mse" and not (config.double_dqn or config.dueling or config.prioritized_replay)
+    assert (config.batch_size, config.train_frequency, config.gamma, config.n_step) == (32, 4, 0.99, 1)
+    # target_update_period 8,000 agent steps = 2,000 updates at one update per 4 steps
+    assert config.target_update_period * config.train_frequency == 8_000
+    assert (config.learning_starts, config.replay_capacity) == (20_000, 1_000_000)
+    assert (config.epsilon_start, config.epsilon_end) == (1.0, 0.01)
+    assert (config.epsilon_decay_start_env_steps, config.epsilon_decay_env_steps) == (20_000, 250_000)
+    assert config.eval_epsilon == 0.001 and config.total_env_steps == 1_000_000
+
+
 def test_variants_are_off_by_default_and_on_in_the_rainbow_lite_preset():
     default = TrainConfig()
     assert not (default.double_dqn or default.dueling or default.prioritized_replay) and default.n_step == 1
@@ -122,6 +140,8 @@ def test_variants_are_off_by_default_and_on_in_the_rainbow_lite_preset():
 
 @pytest.mark.parametrize("flags, expected", [
     (["--n_step=0"], "--n_step=0: must be an integer from 1 to 100"),
+    (["--loss=l1"], "--loss=l1: must be one of huber, mse"),
+    (["--epsilon_decay_start_env_steps=-5"], "--epsilon_decay_start_env_steps=-5: must be an integer >= 0"),
     (["--priority_alpha=1.5"], "--priority_alpha=1.5: must be in [0, 1]"),
     (["--priority_beta_start=-0.1"], "--priority_beta_start=-0.1: must be in [0, 1]"),
 ])

@@ -36,7 +36,7 @@ class StackingEnvs:
 
 def _run(memory, envs, schedule):
     """Plays `schedule` (a list of per-step episode-end lists); returns {(env, entry): (s_t, a, r, d, s_t+1)}."""
-    expected, entry = {}, np.zeros(envs.num_envs, np.int64)
+    expected, entry = {}, memory._written.copy()  # the entries each env has written so far
     for step, ends in enumerate(schedule):
         ends = np.asarray(ends, bool)
         observation = envs.stacks.copy()
@@ -194,3 +194,65 @@ def test_prioritised_frame_memory_never_draws_final_observation_entries():
     envs_drawn, slots = batch.indices // memory.segment, batch.indices % memory.segment
     assert memory._transition[envs_drawn, slots].all()
     assert batch.weights.dtype == np.float32 and batch.weights.max() == 1.0 and (batch.weights > 0).all()
+
+
+def _resumed(memory, cut):
+    """A copy of `memory` as a resumed run restores it from its shard, its episodes cut or not."""
+    restored = FrameReplayMemory(memory.capacity, memory.num_envs, SHAPE, gamma=memory.gamma, n_step=memory.n_step)
+    restored.load_state({name: array.copy() for name, array in memory.state().items()})
+    if cut:
+        restored.cut_episodes()
+    return restored
+
+
+class ResetEnvs(StackingEnvs):
+    """The same envs after a resume: new episodes whose frames (100 + env * 50 + step) differ from before."""
+
+    def __init__(self, num_envs, step_count):
+        super().__init__(num_envs)
+        self.step_count = step_count
+        self.stacks[:] = 0
+        for env in range(num_envs):
+            self.stacks[env, -1] = self._frame(env)
+
+
+@pytest.mark.parametrize("n_step", [1, 3])
+def test_a_resumed_memory_ends_the_saved_episodes_instead_of_joining_them_to_new_ones(n_step):
+    memory = FrameReplayMemory(capacity=80, num_envs=2, frame_shape=SHAPE, n_step=n_step)
+    envs = StackingEnvs(2)
+    # Env 1's episode ends on the last step before the checkpoint; env 0's is still running.
+    before = _run(memory, envs, [[False, False]] * 5 + [[False, True]])
+    for cut in (False, True):
+        restored = _resumed(memory, cut)
+        after = _run(restored, ResetEnvs(2, step_count=100), [[False, False]] * 6)
+        written = restored._written
+        mixed = []
+        for env in range(2):
+            for position in range(int(written[env])):
+                if not restored.sampleable(np.array([env]), np.array([position]))[0]:
+                    continue
+                batch = restored.gather(np.array([env]), np.array([position]))
+                stacks = _values(batch.observation_tm1[0]) + _values(batch.observation_t[0])
+                old = [value for value in stacks if 0 < value < 100]
+                new = [value for value in stacks if value >= 100 and value < 200]
+                if old and new:
+                    mixed.append((env, position, stacks))
+        if not cut:  # what the resume did before: env 0's last saved step is joined to the new episode
+            assert mixed, "the uncut memory should show the bug this test guards against"
+            continue
+        assert mixed == []
+        # Env 0 (open episode): its last saved step is lost, the one before bootstraps from the last frame
+        # saved, as a truncation (discount gamma^k, not 0).
+        last = 5
+        assert not restored.sampleable(np.array([0]), np.array([last]))[0]
+        assert restored.sampleable(np.array([0]), np.array([last - 1]))[0]
+        batch = restored.gather(np.array([0]), np.array([last - 1]))
+        assert _values(batch.observation_t[0]) == [3, 4, 5, 6]
+        assert batch.discount_t[0] == pytest.approx(memory.gamma)
+        # Env 1 (its episode had ended) loses nothing.
+        assert restored.sampleable(np.array([1]), np.array([5]))[0]
+        if n_step == 1:  # every sampleable one-step transition, before the resume and after, is exact
+            expected = {**{key: value for key, value in before.items() if not (key[0] == 0 and key[1] == last)},
+                        **after}
+            keys = _check_all(restored, expected)
+            assert len([key for key in keys if key in after]) == 2 * 5  # all but each env's newest

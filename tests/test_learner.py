@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hvd_dqn.learner import DQNLearner, huber, make_optimizer, td_targets
+from hvd_dqn.learner import DQNLearner, huber, make_optimizer, td_loss, td_targets
 from hvd_dqn.networks import build_mlp_q_network
 from hvd_dqn.replay import Batch
 
@@ -50,12 +50,20 @@ def test_huber_is_quadratic_inside_delta_and_linear_outside():
     np.testing.assert_allclose(huber(tf.constant([3.0]), delta=2.0).numpy(), [2.0 + 2.0 * 1.0])
 
 
-def _learner(double_dqn=True):
+def test_squared_loss_is_the_error_squared_without_a_half_as_dopamine():
+    errors = tf.constant([0.0, 0.5, -1.0, 2.0, -3.0])
+    np.testing.assert_allclose(td_loss(errors, "mse").numpy(), [0.0, 0.25, 1.0, 4.0, 9.0])
+    np.testing.assert_allclose(td_loss(errors, "huber", 1.0).numpy(), huber(errors, 1.0).numpy())
+    with pytest.raises(ValueError, match="unknown TD loss 'l1'"):
+        td_loss(errors, "l1")
+
+
+def _learner(double_dqn=True, loss="huber"):
     tf.keras.utils.set_random_seed(3)
     online = build_mlp_q_network((3,), 2, (8,), "online")
     target = build_mlp_q_network((3,), 2, (8,), "target")
     optimizer = make_optimizer(1e-2, 1e-7, 0.0, 1, False, 0, distributed=False)
-    return DQNLearner(online, target, optimizer, double_dqn=double_dqn)
+    return DQNLearner(online, target, optimizer, double_dqn=double_dqn, loss=loss)
 
 
 def _batch():
@@ -81,6 +89,26 @@ def test_update_reports_the_loss_of_the_weights_it_started_from(double_dqn):
     np.testing.assert_allclose(metrics["td_errors"], td_error, rtol=1e-5, atol=1e-6)
     assert int(learner.num_updates.numpy()) == 1
     assert any(not np.array_equal(old, new.numpy()) for old, new in zip(before, learner.online.variables))
+
+
+def test_squared_loss_update_reports_and_descends_the_mean_squared_td_error():
+    learner = _learner(double_dqn=False, loss="mse")
+    batch = _batch()
+    q_tm1 = learner.online(batch.observation_tm1).numpy()
+    bootstrap = learner.target(batch.observation_t).numpy().max(axis=1)
+    td_error = batch.reward_t + batch.discount_t * bootstrap - q_tm1[np.arange(5), batch.action_tm1]
+    # The gradient of mean(err^2) with respect to the chosen Q-values is -2 err / B (Huber's: -clip(err) / B).
+    with tf.GradientTape() as tape:
+        q_taken = tf.gather(learner.online(batch.observation_tm1), batch.action_tm1, axis=-1, batch_dims=1)
+        expected = tf.reduce_mean(tf.square(tf.constant(td_error) + tf.constant(q_tm1[np.arange(5), batch.action_tm1]) - q_taken))
+    gradients = tape.gradient(expected, learner.online.trainable_variables)
+    before = [variable.numpy() for variable in learner.online.trainable_variables]
+    metrics = learner.update(batch)
+    assert metrics["td_loss"] == pytest.approx(np.mean(td_error**2), rel=1e-5)
+    # One Adam step moves each weight against its gradient's sign (Adam's first step is lr * sign(g)).
+    for old, new, gradient in zip(before, learner.online.trainable_variables, gradients):
+        moved = np.abs(gradient.numpy()) > 1e-6
+        np.testing.assert_array_equal(np.sign(old - new.numpy())[moved], np.sign(gradient.numpy())[moved])
 
 
 def test_target_network_changes_only_when_synced():

@@ -45,3 +45,13 @@ def test_the_next_draw_runs_while_the_caller_works_on_the_current_batch():
             if batch < 2:  # during "update" k, draw k + 1 is under way without the caller asking for it
                 assert started[batch + 1].wait(timeout=5), f"draw {batch + 1} did not start during update {batch}"
     assert len(drawers) == 3 and all(name.startswith("minibatches") for name in drawers)
+
+
+def test_no_update_due_means_no_draw_at_all():
+    """With fewer env steps per iteration than --train_frequency most iterations make no update: drawing
+    anyway would read the memory while it is written and advance the sampling RNG (unrepeatable runs)."""
+    calls = []
+    with ThreadPoolExecutor(1) as pool:
+        assert list(minibatches(lambda: calls.append(1), 0, pool)) == []
+        assert list(minibatches(lambda: calls.append(1), 0, None)) == []
+    assert calls == []

@@ -160,3 +160,28 @@ def test_bytes_per_transition_counts_every_field():
     memory = ReplayMemory(capacity=10, num_envs=1, observation_shape=(4,))
     # two float32 observations, uint8 action, float32 reward and discount, the ended and transition flags
     assert memory.bytes_per_transition == 4 * 4 * 2 + 1 + 4 + 4 + 1 + 1
+
+
+def test_a_resumed_memory_ends_open_episodes_as_truncations():
+    """After a resume the envs start new episodes: no n-step window may run from the saved steps into them."""
+    memory = ReplayMemory(capacity=40, num_envs=2, observation_shape=(2,), gamma=GAMMA, n_step=3)
+    for step in range(4):  # env 0's episode is open at the checkpoint; env 1's ended on the last step
+        _add(memory, [1 + step, 100 + step], ended=[False, step == 3])
+    restored = ReplayMemory(capacity=40, num_envs=2, observation_shape=(2,), gamma=GAMMA, n_step=3)
+    restored.load_state({name: array.copy() for name, array in memory.state().items()})
+    restored.cut_episodes()
+    for step in range(3):  # the new episodes after the resume
+        _add(restored, [50 + step, 150 + step])
+    env0 = _all(restored, 0, [2, 3])
+    # From 2: steps 2 and 3, then the cut (a truncation: bootstrap from the stored s_t+1 of step 3).
+    np.testing.assert_allclose(env0.reward_t, [30 + GAMMA * 40, 40])
+    np.testing.assert_allclose(env0.discount_t, [GAMMA**2, GAMMA])
+    np.testing.assert_array_equal(env0.observation_t[:, 0], [104, 104])
+    assert restored.sampleable(np.array([0, 0]), np.array([2, 3])).all()
+    np.testing.assert_array_equal(_all(restored, 1, [3]).reward_t, [1030])  # ended before: unchanged
+    # Without the cut, env 0's window from step 2 would run on into the new episode's first step.
+    memory_uncut = ReplayMemory(capacity=40, num_envs=2, observation_shape=(2,), gamma=GAMMA, n_step=3)
+    memory_uncut.load_state({name: array.copy() for name, array in memory.state().items()})
+    for step in range(3):
+        _add(memory_uncut, [50 + step, 150 + step])
+    assert _all(memory_uncut, 0, [2]).reward_t[0] == pytest.approx(30 + GAMMA * 40 + GAMMA**2 * 500)

@@ -32,3 +32,15 @@ def test_apex_epsilons_span_base_to_base_to_the_one_plus_alpha():
     assert values[3] == pytest.approx(0.4 ** (1 + 7 * 3 / 7))
     assert list(values) == sorted(values, reverse=True)
     assert apex_epsilons(1).tolist() == [0.4]
+
+
+@pytest.mark.parametrize("step, expected", [(0, 1.0), (19_999, 1.0), (20_000, 1.0), (145_000, 0.505),
+                                            (270_000, 0.01), (10**6, 0.01)])
+def test_epsilon_waits_for_the_delay_then_falls_as_dopamine_does(step, expected):
+    # Dopamine's linearly_decaying_epsilon(250_000, step, 20_000, 0.01): 1.0 until 20k, 0.01 from 270k.
+    assert LinearSchedule(1.0, 0.01, 250_000, delay=20_000)(step) == pytest.approx(expected)
+
+
+def test_a_delayed_schedule_with_no_duration_jumps_at_the_delay():
+    schedule = LinearSchedule(1.0, 0.1, 0, delay=5)
+    assert (schedule(4), schedule(5)) == (1.0, 0.1)

@@ -111,7 +111,7 @@ def run_benchmark(config, seconds: float, rounds: int) -> dict:
     from hvd_dqn.actor import EpsilonGreedyActor, act_and_store
     from hvd_dqn.envs import env_seeds, make_env_for, spec_of
     from hvd_dqn.learner import DQNLearner, huber, make_optimizer, td_targets
-    from hvd_dqn.networks import build_q_network
+    from hvd_dqn.networks import q_network_for
     from hvd_dqn.train import make_replay_memory
 
     tf.keras.utils.set_random_seed(config.seed)
@@ -123,8 +123,7 @@ def run_benchmark(config, seconds: float, rounds: int) -> dict:
     single_thread = dataclasses.replace(config, env_threads=1)
     raw_env, acting_env = make_env_for(single_thread, config.num_envs), make_env_for(single_thread, config.num_envs)
     spec = spec_of(raw_env)
-    online = build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions,
-                             config.hidden_sizes, "online", config.dueling)
+    online = q_network_for(config, spec, "online")
     actor = EpsilonGreedyActor(online, spec.num_actions, rng)
     acting_replay = make_replay_memory(config, spec)
     raw_env.reset(seed=env_seeds(config.seed, config.num_envs))
@@ -171,8 +170,7 @@ def run_benchmark(config, seconds: float, rounds: int) -> dict:
                            sample="replay_sample_batches_per_s", bare="bare_gather_batches_per_s"))
 
     # --- the learner: the project's update against a plain Keras step on the same network and batch ------
-    target = build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions,
-                             config.hidden_sizes, "target", config.dueling)
+    target = q_network_for(config, spec, "target")
     learner = DQNLearner(online, target, make_optimizer(config.learning_rate, config.adam_epsilon,
                                                         config.max_grad_norm, 1, False, 0),
                          config.double_dqn, config.huber_delta)
@@ -227,13 +225,12 @@ def run_allreduce_benchmark(config, seconds: float, rounds: int) -> dict:
     import tensorflow as tf
 
     from hvd_dqn.envs import make_env_for, spec_of
-    from hvd_dqn.networks import build_q_network
+    from hvd_dqn.networks import q_network_for
 
     env = make_env_for(dataclasses.replace(config, env_threads=1), 1)
     spec = spec_of(env)
     env.close()
-    network = build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions,
-                              config.hidden_sizes, "online", config.dueling)
+    network = q_network_for(config, spec, "online")
     gradients = [tf.random.normal(variable.shape, seed=hvd.rank()) for variable in network.trainable_variables]
     gradient_bytes = sum(int(np.prod(gradient.shape)) * 4 for gradient in gradients)
 

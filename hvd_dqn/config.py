@@ -18,6 +18,8 @@ from typing import Optional, Tuple
 
 
 LOSSES = ("huber", "mse")  # the TD losses hvd_dqn.learner knows
+NETWORKS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # hvd_dqn.networks.build_q_network
+OPTIMIZERS = ("adam", "rmsprop")  # hvd_dqn.learner.make_optimizer
 
 
 class ConfigError(ValueError):
@@ -77,6 +79,11 @@ class TrainConfig:
     double_dqn: bool = False
     dueling: bool = False  # dueling heads (Wang et al. 2016)
     hidden_sizes: Tuple[int, ...] = (256, 256)
+    network: str = "auto"  # auto: Nature CNN for stacked Atari frames, MinAtar's CNN for its grids, else MLP
+    optimizer: str = "adam"
+    rmsprop_rho: float = 0.95  # RMSprop: decay of the squared-gradient average (PyTorch's alpha)
+    rmsprop_epsilon: float = 0.01  # RMSprop: added to the root of the second moment, as PyTorch does
+    rmsprop_centered: bool = True  # RMSprop: subtract the squared mean gradient (Graves 2013)
     scale_lr_by_workers: bool = False  # multiply the learning rate by the number of ranks (Goyal et al. 2017)
     lr_warmup_updates: int = 0  # updates over which the scaled learning rate ramps up linearly
 
@@ -161,6 +168,10 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     for name in ("learning_rate", "adam_epsilon", "huber_delta"):
         value = getattr(config, name)
         _require(value > 0.0, name, value, "must be a number > 0")
+    _require(config.network in NETWORKS, "network", config.network, f"must be one of {', '.join(NETWORKS)}")
+    _require(config.optimizer in OPTIMIZERS, "optimizer", config.optimizer, f"must be one of {', '.join(OPTIMIZERS)}")
+    _require(0.0 <= config.rmsprop_rho < 1.0, "rmsprop_rho", config.rmsprop_rho, "must be in [0, 1)")
+    _require(config.rmsprop_epsilon > 0.0, "rmsprop_epsilon", config.rmsprop_epsilon, "must be a number > 0")
     _require(config.loss in LOSSES, "loss", config.loss, f"must be one of {', '.join(LOSSES)}")
     _require(config.max_grad_norm >= 0.0, "max_grad_norm", config.max_grad_norm,
              "must be >= 0 (0 disables gradient clipping)")
@@ -192,8 +203,13 @@ def _check_env_id(env_id: str) -> None:
     import gymnasium
     from ale_py.roms import get_all_rom_ids
 
-    from hvd_dqn.envs import atari_game
+    from hvd_dqn.envs import MINATAR_PREFIX, MissingExtraError, atari_game, register_minatar_envs
 
+    if env_id.startswith(MINATAR_PREFIX):
+        try:
+            register_minatar_envs()
+        except MissingExtraError as error:
+            raise ConfigError(f"--env_id={env_id}: {error}") from None
     registered = sorted(gymnasium.envs.registry.keys())
     if env_id in registered or atari_game(env_id) is not None:
         return

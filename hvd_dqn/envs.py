@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import warnings
 from typing import Optional, Tuple
 
 import gymnasium
@@ -130,12 +131,40 @@ class AtariVectorEnvAdapter:
         self._env.close()
 
 
+MINATAR_PREFIX = "MinAtar/"
+
+
+class MissingExtraError(ImportError):
+    """An optional dependency (an extra of setup.py) is needed for this environment and not installed."""
+
+
+def register_minatar_envs() -> None:
+    """Makes MinAtar's ids (`MinAtar/Breakout-v0` ...; Young & Tian 2019) known to gymnasium. MinAtar is an
+    optional extra, GPL-3.0 licensed, imported only here and only for its ids."""
+    if any(env_id.startswith(MINATAR_PREFIX) for env_id in gymnasium.envs.registry):
+        return
+    try:
+        import minatar.gym
+    except ImportError:
+        raise MissingExtraError("MinAtar is not installed; install the extra with: pip install -e '.[minatar]' "
+                                "(scripts/setup.sh does)") from None
+    minatar.gym.register_envs()
+
+
 def make_vector_env(env_id: str, num_envs: int, atari: AtariSettings = AtariSettings(),
                     vectorization_mode: str = "sync"):
     """`num_envs` copies of `env_id` as one vector env with SAME_STEP autoreset; discrete actions only."""
     game = atari_game(env_id)
     if game is not None:
         return AtariVectorEnvAdapter(game, num_envs, atari)
+    if env_id.startswith(MINATAR_PREFIX):
+        # MinAtar's own defaults are its paper's protocol: sticky actions 0.1 and difficulty ramping on.
+        register_minatar_envs()
+        with warnings.catch_warnings():  # gymnasium calls v0 "out of date"; v0's 6 actions are the paper's
+            warnings.filterwarnings("ignore", message=".*is out of date.*")
+            env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=vectorization_mode,
+                                     vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+        return env
     env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=vectorization_mode,
                              vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
     if not isinstance(env.single_action_space, gymnasium.spaces.Discrete):

@@ -50,15 +50,14 @@ def evaluate(checkpoint_path: str, episodes: int, epsilon: Optional[float], seed
     from hvd_dqn.config import TrainConfig
     from hvd_dqn.envs import make_env_for, spec_of
     from hvd_dqn.evaluation import run_episodes
-    from hvd_dqn.networks import build_q_network
+    from hvd_dqn.networks import q_network_for
 
     config = TrainConfig.from_json(checkpoint.read_config_json(checkpoint_path))
     if epsilon is None:
         epsilon = config.eval_epsilon
     env = make_env_for(config, episodes)
     spec = spec_of(env)
-    online = build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions,
-                             config.hidden_sizes, "online", config.dueling)
+    online = q_network_for(config, spec, "online")
     # Only the online network is needed to act; the optimizer and target network in the file are skipped.
     tf.train.Checkpoint(online=online).read(os.path.join(checkpoint_path, "state")).expect_partial()
     actor = EpsilonGreedyActor(online, spec.num_actions, np.random.default_rng(seed))

@@ -55,7 +55,7 @@ _HELP = {
     "n_step": "Env steps of rewards summed before bootstrapping (n-step returns; Rainbow uses 3); the sum "
               "stops at episode ends and learning terminals.",
     "gamma": "Discount factor per env step.",
-    "learning_rate": "Adam learning rate (per update, before any scaling by the number of ranks).",
+    "learning_rate": "Optimizer learning rate (per update, before any scaling by the number of ranks).",
     "adam_epsilon": "Adam's epsilon (numerical stabiliser).",
     "loss": "TD loss: huber (Mnih et al. 2015; quadratic within --huber_delta, linear beyond) or mse (the mean "
             "squared TD error, without a factor 1/2, as Dopamine's JAX DQN).",
@@ -65,6 +65,14 @@ _HELP = {
                   "the target network values it.",
     "dueling": "Dueling heads (Wang et al. 2016): Q = V + A - mean(A), for the MLP and the Nature CNN.",
     "hidden_sizes": "Widths of the Q-network's hidden layers, comma-separated.",
+    "network": "Q-network: auto (the Nature CNN for stacked Atari frames, MinAtar's one-convolution CNN for its "
+               "10x10 grids, an MLP of --hidden_sizes otherwise), or one of mlp, nature_cnn, minatar_cnn.",
+    "optimizer": "adam (with --adam_epsilon) or rmsprop (with --rmsprop_rho, --rmsprop_epsilon, "
+                 "--rmsprop_centered; MinAtar's DQN: centred RMSprop).",
+    "rmsprop_rho": "RMSprop: decay rate of the average of squared gradients (PyTorch's alpha; MinAtar: 0.95).",
+    "rmsprop_epsilon": "RMSprop: added to the square root of the second moment, as PyTorch's RMSprop does "
+                       "(MinAtar: 0.01); Keras' own RMSprop adds it inside the root instead.",
+    "rmsprop_centered": "RMSprop: centred (divide by the gradient's estimated standard deviation, not its RMS).",
     "scale_lr_by_workers": "Multiply the learning rate by the number of ranks (the effective batch grows "
                            "with them; Goyal et al. 2017).",
     "lr_warmup_updates": "Updates over which a scaled learning rate ramps up linearly from the base value; 0: none.",

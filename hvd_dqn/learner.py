@@ -151,10 +151,36 @@ class DQNLearner:
             target_variable.assign(online_variable)
 
 
+# Registered so Horovod can rebuild it from its config (DistributedOptimizer uses from_config).
+@tf.keras.utils.register_keras_serializable(package="hvd_dqn")
+class RootEpsilonRMSprop(tf.keras.optimizers.RMSprop):
+    """RMSprop with epsilon added to the square root, lr * g / (sqrt(v - m^2) + eps), as PyTorch's RMSprop
+    and so MinAtar's DQN (centred, eps 0.01); Keras' RMSprop adds it under the root, lr * g / sqrt(v - m^2 +
+    eps), which for the same eps is a different optimizer. Dense gradients and no momentum, as DQN uses it."""
+
+    def update_step(self, gradient, variable):
+        if isinstance(gradient, tf.IndexedSlices) or self.momentum > 0:
+            raise NotImplementedError("RootEpsilonRMSprop handles dense gradients without momentum only")
+        lr = tf.cast(self.learning_rate, variable.dtype)
+        key = self._var_key(variable)
+        velocity = self._velocities[self._index_dict[key]]
+        velocity.assign(self.rho * velocity + (1 - self.rho) * tf.square(gradient))
+        second_moment = velocity
+        if self.centered:
+            average = self._average_gradients[self._index_dict[key]]
+            average.assign(self.rho * average + (1 - self.rho) * gradient)
+            # v - m^2 >= 0 in exact arithmetic (both are averages with the same weights); rounding may not be.
+            second_moment = tf.maximum(velocity - tf.square(average), 0.0)
+        variable.assign_sub(lr * gradient / (tf.sqrt(second_moment) + self.epsilon))
+
+
 def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: float, world_size: int,
                    scale_lr_by_workers: bool, lr_warmup_updates: int, distributed: bool = True,
-                   elastic: bool = False, fp16_allreduce: bool = False, mixed_precision: bool = False):
-    """Adam, wrapped in Horovod's DistributedOptimizer (unless distributed=False, for comparisons).
+                   elastic: bool = False, fp16_allreduce: bool = False, mixed_precision: bool = False,
+                   optimizer: str = "adam", rmsprop_rho: float = 0.95, rmsprop_epsilon: float = 0.01,
+                   rmsprop_centered: bool = True):
+    """Adam (or, with optimizer="rmsprop", RootEpsilonRMSprop), wrapped in Horovod's DistributedOptimizer
+    (unless distributed=False, for comparisons).
 
     `max_grad_norm` clips the global norm of the gradient after it has been averaged over ranks (Keras
     clips in apply_gradients, which runs after DistributedOptimizer's allreduce), so all ranks clip alike.
@@ -171,13 +197,18 @@ def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: flo
     rate = learning_rate
     if scale_lr_by_workers and (world_size > 1 or elastic):
         rate = WarmupToScaledLearningRate(learning_rate, world_size, lr_warmup_updates)
-    optimizer = tf.keras.optimizers.Adam(learning_rate=rate, epsilon=adam_epsilon,
-                                         global_clipnorm=max_grad_norm or None)
+    if optimizer == "adam":
+        built = tf.keras.optimizers.Adam(learning_rate=rate, epsilon=adam_epsilon, global_clipnorm=max_grad_norm or None)
+    elif optimizer == "rmsprop":
+        built = RootEpsilonRMSprop(learning_rate=rate, rho=rmsprop_rho, epsilon=rmsprop_epsilon,
+                                   centered=rmsprop_centered, global_clipnorm=max_grad_norm or None)
+    else:
+        raise ValueError(f"unknown optimizer {optimizer!r}; expected adam or rmsprop")
     if mixed_precision:
-        return tf.keras.mixed_precision.LossScaleOptimizer(optimizer)
+        return tf.keras.mixed_precision.LossScaleOptimizer(built)
     if not distributed:
-        return optimizer
-    return distributed_optimizer(optimizer, fp16_allreduce)
+        return built
+    return distributed_optimizer(built, fp16_allreduce)
 
 
 def distributed_optimizer(optimizer, fp16_allreduce: bool = False):

@@ -61,14 +61,49 @@ def build_nature_cnn_q_network(observation_shape: Tuple[int, ...], num_actions: 
     return tf.keras.Model(frames, q_head(hidden, num_actions, dueling, stream_width=512), name=name)
 
 
+def build_minatar_q_network(observation_shape: Tuple[int, ...], num_actions: int, name: str = "q_network",
+                            dueling: bool = False) -> tf.keras.Model:
+    """The Q-network of MinAtar's DQN (Young & Tian 2019; kenjyoung/MinAtar, examples/dqn.py): one 3x3
+    convolution with 16 filters at stride 1 without padding (10x10 -> 8x8), a 128-unit ReLU layer and a linear
+    output; dueling, the 128-unit layer is doubled into value and advantage streams.
+
+    Input: the game's bool grids (B, 10, 10, channels), channels last as MinAtar returns them, cast to float
+    inside the model so the replay memory and the device only see the compact bools."""
+    grid = tf.keras.Input(shape=observation_shape, dtype=tf.bool, name="grid")
+    hidden = tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32), name="to_float")(grid)
+    hidden = tf.keras.layers.Conv2D(16, 3, strides=1, padding="valid", activation="relu", name="conv")(hidden)
+    hidden = tf.keras.layers.Flatten()(hidden)
+    return tf.keras.Model(grid, q_head(hidden, num_actions, dueling, stream_width=128), name=name)
+
+
 def is_image_observation(observation_shape: Tuple[int, ...], observation_dtype) -> bool:
     """Stacked uint8 frames (frames, H, W) rather than a feature vector."""
     return len(observation_shape) == 3 and np.dtype(observation_dtype) == np.uint8
 
 
+def is_grid_observation(observation_shape: Tuple[int, ...], observation_dtype) -> bool:
+    """MinAtar's bool object grids (H, W, channels)."""
+    return len(observation_shape) == 3 and np.dtype(observation_dtype) == np.bool_
+
+
 def build_q_network(observation_shape: Tuple[int, ...], observation_dtype, num_actions: int,
-                    hidden_sizes: Sequence[int], name: str = "q_network", dueling: bool = False) -> tf.keras.Model:
-    """The Nature CNN for stacked frames, the MLP (`hidden_sizes`) for vector observations."""
-    if is_image_observation(observation_shape, observation_dtype):
+                    hidden_sizes: Sequence[int], name: str = "q_network", dueling: bool = False,
+                    network: str = "auto") -> tf.keras.Model:
+    """The Q-network `network` names; "auto": the Nature CNN for stacked frames, MinAtar's CNN for bool grids,
+    the MLP (`hidden_sizes`) for vector observations."""
+    if network == "auto":
+        network = ("nature_cnn" if is_image_observation(observation_shape, observation_dtype) else
+                   "minatar_cnn" if is_grid_observation(observation_shape, observation_dtype) else "mlp")
+    if network == "nature_cnn":
         return build_nature_cnn_q_network(observation_shape, num_actions, name, dueling)
-    return build_mlp_q_network(observation_shape, num_actions, hidden_sizes, name, dueling)
+    if network == "minatar_cnn":
+        return build_minatar_q_network(observation_shape, num_actions, name, dueling)
+    if network == "mlp":
+        return build_mlp_q_network(observation_shape, num_actions, hidden_sizes, name, dueling)
+    raise ValueError(f"unknown network {network!r}")
+
+
+def q_network_for(config, spec, name: str) -> tf.keras.Model:
+    """The Q-network a TrainConfig describes, for an env of `spec` (hvd_dqn.envs.EnvSpec)."""
+    return build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions, config.hidden_sizes,
+                           name, config.dueling, config.network)

@@ -297,24 +297,42 @@ class SegmentedReplay:
 
 
 class ReplayMemory(SegmentedReplay):
-    """Replay for vector observations (classic control): each entry stores s_t and s_t+1 whole."""
+    """Replay for vector observations (classic control, MinAtar's grids): each entry stores s_t and s_t+1
+    whole. Bool observations (MinAtar's 10x10xC object grids) are bit-packed, 8 cells a byte: 125 bytes
+    for Seaquest's 10 channels instead of 1,000 as bools or 4,000 as float32."""
 
     def __init__(self, capacity: int, num_envs: int, observation_shape: Tuple[int, ...],
                  observation_dtype=np.float32, gamma: float = 0.99, n_step: int = 1,
                  priority: Optional[PrioritySettings] = None):
         super().__init__(capacity, num_envs, gamma, n_step, priority)
-        shape = (num_envs, self.segment, *observation_shape)
-        self._observations_tm1 = np.zeros(shape, dtype=observation_dtype)
-        self._observations_t = np.zeros(shape, dtype=observation_dtype)
+        self.observation_shape = tuple(observation_shape)
+        self._packed = np.dtype(observation_dtype) == np.bool_
+        self._cells = int(np.prod(observation_shape))
+        stored = ((self._cells + 7) // 8,) if self._packed else self.observation_shape
+        shape = (num_envs, self.segment, *stored)
+        dtype = np.uint8 if self._packed else observation_dtype
+        self._observations_tm1 = np.zeros(shape, dtype=dtype)
+        self._observations_t = np.zeros(shape, dtype=dtype)
+
+    def _store(self, observation: np.ndarray) -> np.ndarray:
+        if not self._packed:
+            return observation
+        return np.packbits(np.asarray(observation, dtype=bool).reshape(len(observation), -1), axis=1)
+
+    def _restore(self, stored: np.ndarray) -> np.ndarray:
+        if not self._packed:
+            return stored
+        cells = np.unpackbits(stored, axis=1, count=self._cells).view(bool)
+        return cells.reshape((len(stored),) + self.observation_shape)
 
     def add(self, observation, action, reward, discount, next_observation, episode_ended) -> None:
         """Stores one step of every env (leading dimension num_envs); next_observation is the true s_t+1
         (the episode's last observation where it ended)."""
         slots = self._write(self._env_index, True, action, reward, discount, episode_ended)
-        self._observations_tm1[self._env_index, slots] = observation
-        self._observations_t[self._env_index, slots] = next_observation
+        self._observations_tm1[self._env_index, slots] = self._store(observation)
+        self._observations_t[self._env_index, slots] = self._store(next_observation)
 
     def _batch(self, envs, positions, steps, **fields):
         last = positions + steps - 1
-        return Batch(observation_tm1=self._observations_tm1[envs, positions % self.segment],
-                     observation_t=self._observations_t[envs, last % self.segment], **fields)
+        return Batch(observation_tm1=self._restore(self._observations_tm1[envs, positions % self.segment]),
+                     observation_t=self._restore(self._observations_t[envs, last % self.segment]), **fields)

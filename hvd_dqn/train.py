@@ -78,7 +78,7 @@ class Trainer:
         from hvd_dqn.envs import make_env_for, spec_of, steps_in_background
         from hvd_dqn.learner import DQNLearner, make_optimizer
         from hvd_dqn.metrics import EpisodeTracker, RankMetrics
-        from hvd_dqn.networks import build_q_network
+        from hvd_dqn.networks import q_network_for
         from hvd_dqn.schedules import LinearSchedule
 
         self.config = config
@@ -100,12 +100,13 @@ class Trainer:
         self.unpaid_env_steps = None  # overlap: the job's env steps at a stored step whose updates are unmade
         self.action_in_flight = None  # overlap: the actions of a step sent to the env and not yet received
         spec = spec_of(self.env)
-        online, target = (build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions,
-                                          config.hidden_sizes, name, config.dueling) for name in ("online", "target"))
+        online, target = (q_network_for(config, spec, name) for name in ("online", "target"))
         optimizer = make_optimizer(config.learning_rate, config.adam_epsilon, config.max_grad_norm,
                                    self.world.size, config.scale_lr_by_workers, config.lr_warmup_updates,
                                    elastic=config.elastic, fp16_allreduce=config.fp16_allreduce,
-                                   mixed_precision=config.mixed_precision)
+                                   mixed_precision=config.mixed_precision, optimizer=config.optimizer,
+                                   rmsprop_rho=config.rmsprop_rho, rmsprop_epsilon=config.rmsprop_epsilon,
+                                   rmsprop_centered=config.rmsprop_centered)
         self.learner = DQNLearner(online, target, optimizer, config.double_dqn, config.huber_delta, xla=config.xla,
                                   fp16_allreduce=config.fp16_allreduce, loss=config.loss)
         self.replay = make_replay_memory(config, spec)
@@ -580,7 +581,8 @@ class Trainer:
 
 
 # Settings that decide the shapes of what a checkpoint holds; a resumed run must agree on them.
-_CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space", "dueling", "mixed_precision")
+_CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space", "dueling", "mixed_precision",
+                                "network", "optimizer")
 
 
 class CheckpointError(Exception):
@@ -605,7 +607,9 @@ def make_replay_memory(config: TrainConfig, spec):
         stack, *frame_shape = spec.observation_shape
         return FrameReplayMemory(config.replay_capacity, config.num_envs, tuple(frame_shape), stack,
                                  config.gamma, config.n_step, priority)
-    return ReplayMemory(config.replay_capacity, config.num_envs, spec.observation_shape, np.float32,
+    # MinAtar's bool grids are stored as bools (bit-packed); every other vector observation as float32.
+    dtype = np.bool_ if spec.observation_dtype == np.bool_ else np.float32
+    return ReplayMemory(config.replay_capacity, config.num_envs, spec.observation_shape, dtype,
                         config.gamma, config.n_step, priority)
 
 

@@ -32,6 +32,10 @@ setup(
     packages=find_packages(include=["hvd_dqn", "hvd_dqn.*"]),
     python_requires=">=3.10,<3.12",
     install_requires=pinned(RUNTIME_REQUIREMENTS),
+    # MinAtar (Young & Tian 2019) is GPL-3.0: an optional extra, so hvd_dqn's own licence terms do not change
+    # for users who do not install it.
+    extras_require={"minatar": pinned(("minatar",))},
+    package_data={"hvd_dqn": ["reference/*.json"]},
     entry_points={
         "console_scripts": [
             "hvd-dqn-train=hvd_dqn.train:run",

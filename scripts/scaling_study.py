@@ -1,0 +1,219 @@
+#!/usr/bin/env python
+"""Sample efficiency against the number of ranks: trains a preset with each rank count and seed, then reports
+how many env steps each run needed to reach a target return, and the return at a fixed budget.
+
+    .venv/bin/python scripts/scaling_study.py --flagfile=configs/cartpole.flags --ranks=1,2,4,8 --seeds=0,1,2,3,4 \\
+        --target=475 --budget_env_steps=100000 --workdir=runs/scaling_cartpole --out=results/scaling/cartpole
+    ... -- --learning_rate=0.0005          # flags after "--" go to every run of hvd_dqn.train
+
+"Reached the target" means what gymnasium means by solving CartPole-v1: the mean return of --window (100)
+consecutive training episodes, as they were played (ordered by the env step at which they ended, over all
+ranks), is at least --target. The env steps to target are those at the end of the window's last episode.
+The return at the budget is the mean of the last --window training episodes of the run. Evaluation during
+training is switched off, so runs are not stopped early and every run is measured at the same budget.
+
+Runs already finished in --workdir (a final checkpoint at the budget) are not run again, so a study can be
+stopped and continued. Ranks beyond the cores oversubscribe them: env steps, not wall time, are compared.
+Writes OUT.json (one record per run plus a summary per rank count) and OUT.png.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+PROGRAM = "scaling_study.py"
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class StudyError(Exception):
+    pass
+
+
+def parse_int_list(text: str, name: str):
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise StudyError(f"--{name}={text}: must be a comma-separated list of integers") from None
+    if not values or any(value < 0 for value in values) or (name == "ranks" and 0 in values):
+        raise StudyError(f"--{name}={text}: must list {'positive' if name == 'ranks' else 'non-negative'} integers")
+    return values
+
+
+def env_steps_to_target(episodes, target: float, window: int):
+    """episodes: (env_steps_at_end, return) in any order. The first env step at which the last `window`
+    episodes average at least `target`, or None."""
+    ordered = sorted(episodes, key=lambda episode: episode[0])
+    total = 0.0
+    for index, (env_steps, episode_return) in enumerate(ordered):
+        total += episode_return
+        if index >= window:
+            total -= ordered[index - window][1]
+        if index + 1 >= window and total / window >= target:
+            return int(env_steps)
+    return None
+
+
+def final_return(episodes, window: int):
+    ordered = sorted(episodes, key=lambda episode: episode[0])[-window:]
+    return sum(episode_return for _, episode_return in ordered) / len(ordered) if ordered else None
+
+
+def read_episodes(logdir: str):
+    import csv
+
+    path = os.path.join(logdir, "episodes.csv")
+    if not os.path.exists(path):
+        raise StudyError(f"{logdir}: no episodes.csv (see {logdir}.log)")
+    with open(path, newline="") as handle:
+        return [(int(row["env_steps"]), float(row["return"])) for row in csv.DictReader(handle)]
+
+
+def finished_env_steps(logdir: str):
+    """The env steps of the run's newest complete checkpoint, or None."""
+    sys.path.insert(0, REPO)
+    from hvd_dqn import checkpoint
+
+    latest = checkpoint.latest_checkpoint(logdir) if os.path.isdir(logdir) else None
+    return checkpoint.read_counters(latest)["env_steps"] if latest else None
+
+
+def train(ranks: int, seed: int, logdir: str, args, extra):
+    command = [os.path.join(REPO, ".venv", "bin", "horovodrun"), "-np", str(ranks), "--gloo",
+               os.path.join(REPO, ".venv", "bin", "python"), "-m", "hvd_dqn.train", f"--flagfile={args.flagfile}",
+               f"--seed={seed}", f"--logdir={logdir}", f"--total_env_steps={args.budget_env_steps}",
+               "--eval_interval_env_steps=0", f"--checkpoint_interval_env_steps={args.budget_env_steps}", *extra]
+    os.makedirs(os.path.dirname(logdir), exist_ok=True)
+    start = time.time()
+    with open(logdir + ".log", "w") as log:
+        status = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO).returncode
+    if status != 0:
+        raise StudyError(f"ranks {ranks}, seed {seed}: hvd_dqn.train exited with status {status}; see {logdir}.log")
+    return time.time() - start
+
+
+def summarise(records, ranks_list):
+    summary = []
+    for ranks in ranks_list:
+        runs = [record for record in records if record["ranks"] == ranks]
+        reached = [record["env_steps_to_target"] for record in runs if record["env_steps_to_target"] is not None]
+        finals = [record["final_return"] for record in runs if record["final_return"] is not None]
+        summary.append(dict(ranks=ranks, runs=len(runs), reached_target=len(reached),
+                            median_env_steps_to_target=statistics.median(reached) if len(reached) == len(runs) and runs
+                            else None,
+                            min_env_steps_to_target=min(reached) if reached else None,
+                            max_env_steps_to_target=max(reached) if reached else None,
+                            median_final_return=statistics.median(finals) if finals else None,
+                            min_final_return=min(finals) if finals else None,
+                            max_final_return=max(finals) if finals else None))
+    base = next((row["median_env_steps_to_target"] for row in summary if row["ranks"] == min(ranks_list)), None)
+    for row in summary:
+        median = row["median_env_steps_to_target"]
+        row["env_steps_ratio_to_fewest_ranks"] = round(median / base, 3) if base and median else None
+    return summary
+
+
+def draw(study, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (steps_axes, return_axes) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=120)
+    for record in study["runs"]:
+        if record["env_steps_to_target"] is not None:
+            steps_axes.plot(record["ranks"], record["env_steps_to_target"], "o", color="C0", alpha=0.4)
+        else:
+            steps_axes.plot(record["ranks"], study["budget_env_steps"], "x", color="C3")
+        return_axes.plot(record["ranks"], record["final_return"], "o", color="C1", alpha=0.4)
+    rows = [row for row in study["summary"] if row["median_env_steps_to_target"] is not None]
+    steps_axes.plot([row["ranks"] for row in rows], [row["median_env_steps_to_target"] for row in rows], "-",
+                    color="C0", label="median over seeds")
+    steps_axes.axhline(study["budget_env_steps"], color="C3", linestyle=":", label="budget (x: not reached)")
+    finals = [row for row in study["summary"] if row["median_final_return"] is not None]
+    return_axes.plot([row["ranks"] for row in finals], [row["median_final_return"] for row in finals], "-",
+                     color="C1", label="median over seeds")
+    return_axes.axhline(study["target"], color="grey", linestyle="--", label=f"target {study['target']:g}")
+    for axes in (steps_axes, return_axes):
+        axes.set_xscale("log", base=2)
+        axes.set_xticks(study["ranks"], [str(ranks) for ranks in study["ranks"]])
+        axes.set_xlabel("ranks")
+        axes.grid(alpha=0.3)
+        axes.legend(fontsize="small")
+    steps_axes.set_ylabel(f"env steps until the mean of {study['window']} training episodes >= {study['target']:g}")
+    return_axes.set_ylabel(f"mean return of the last {study['window']} episodes at {study['budget_env_steps']:,}")
+    figure.suptitle(f"{study['task']}: sample efficiency against ranks ({os.path.basename(study['flagfile'])})")
+    figure.tight_layout()
+    temporary = path + ".tmp.png"
+    figure.savefig(temporary)
+    plt.close(figure)
+    os.replace(temporary, path)
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    argv = argv[:argv.index("--")] if "--" in argv else argv
+    parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--flagfile", required=True, help="The preset every run trains with.")
+    parser.add_argument("--ranks", default="1,2,4,8", help="Rank counts, comma-separated.")
+    parser.add_argument("--seeds", default="0,1,2,3,4", help="Seeds, comma-separated.")
+    parser.add_argument("--target", type=float, required=True, help="Return that counts as reached (CartPole: 475).")
+    parser.add_argument("--window", type=int, default=100, help="Consecutive training episodes averaged (100).")
+    parser.add_argument("--budget_env_steps", type=int, required=True, help="Env steps of every run (over ranks).")
+    parser.add_argument("--workdir", required=True, help="Folder for the runs' logdirs (outside git).")
+    parser.add_argument("--out", required=True, help="Writes OUT.json and OUT.png.")
+    args = parser.parse_args(argv)
+    try:
+        ranks_list, seeds = parse_int_list(args.ranks, "ranks"), parse_int_list(args.seeds, "seeds")
+        if not os.path.exists(args.flagfile):
+            raise StudyError(f"--flagfile={args.flagfile}: no such file")
+        if args.window <= 0 or args.budget_env_steps <= 0:
+            raise StudyError("--window and --budget_env_steps must be positive")
+        out_folder = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(out_folder):
+            raise StudyError(f"--out={args.out}: folder {out_folder} does not exist")
+        args.flagfile = os.path.abspath(args.flagfile)
+        records, task = [], None
+        for ranks in ranks_list:
+            for seed in seeds:
+                logdir = os.path.abspath(os.path.join(args.workdir, f"np{ranks}_seed{seed}"))
+                wall = None
+                done = finished_env_steps(logdir)
+                if done is None or done < args.budget_env_steps:
+                    if os.path.exists(logdir):
+                        import shutil
+
+                        shutil.rmtree(logdir)  # an unfinished run starts again from scratch
+                    print(f"[{PROGRAM}] training: ranks {ranks}, seed {seed} -> {logdir}", flush=True)
+                    wall = train(ranks, seed, logdir, args, extra)
+                episodes = read_episodes(logdir)
+                with open(os.path.join(logdir, "config.json")) as handle:
+                    task = json.load(handle)["env_id"]
+                record = dict(ranks=ranks, seed=seed, env_steps_to_target=env_steps_to_target(episodes, args.target,
+                                                                                               args.window),
+                              final_return=final_return(episodes, args.window), episodes=len(episodes),
+                              wall_s=None if wall is None else round(wall, 1), logdir=logdir)
+                records.append(record)
+                print(f"[{PROGRAM}] ranks {ranks} seed {seed}: env steps to target {record['env_steps_to_target']}, "
+                      f"final return {record['final_return']:.1f}", flush=True)
+        study = dict(task=task, flagfile=os.path.relpath(args.flagfile, REPO), extra_flags=extra, target=args.target,
+                     window=args.window, budget_env_steps=args.budget_env_steps, ranks=ranks_list, seeds=seeds,
+                     runs=records, summary=summarise(records, ranks_list))
+        with open(args.out + ".json", "w") as handle:
+            json.dump(study, handle, indent=2)
+            handle.write("\n")
+        draw(study, args.out + ".png")
+    except (StudyError, OSError) as error:
+        print(f"{PROGRAM}: error: {error}", file=sys.stderr)
+        return 2
+    for row in study["summary"]:
+        print(json.dumps(row))
+    print(f"wrote {args.out}.json and {args.out}.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

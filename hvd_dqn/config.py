@@ -20,6 +20,8 @@ from typing import Optional, Tuple
 LOSSES = ("huber", "mse")  # the TD losses hvd_dqn.learner knows
 NETWORKS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # hvd_dqn.networks.build_q_network
 OPTIMIZERS = ("adam", "rmsprop")  # hvd_dqn.learner.make_optimizer
+RANK_SCALINGS = ("batch", "updates")  # how the work of an update is shared when ranks are added
+LR_SCALE_RULES = ("linear", "sqrt")  # --scale_lr_by_workers: the rate times N, or times sqrt(N)
 
 
 class ConfigError(ValueError):
@@ -84,7 +86,13 @@ class TrainConfig:
     rmsprop_rho: float = 0.95  # RMSprop: decay of the squared-gradient average (PyTorch's alpha)
     rmsprop_epsilon: float = 0.01  # RMSprop: added to the root of the second moment, as PyTorch does
     rmsprop_centered: bool = True  # RMSprop: subtract the squared mean gradient (Graves 2013)
+    # "batch": each rank updates every train_frequency of its own env steps with batch_size of its own
+    # transitions (N ranks: N times fewer updates per env step, N times the global batch). "updates": the job
+    # updates every train_frequency env steps summed over ranks, each rank adding batch_size / N transitions
+    # (one rank's updates per env step and global batch, whatever N).
+    rank_scaling: str = "batch"
     scale_lr_by_workers: bool = False  # multiply the learning rate by the number of ranks (Goyal et al. 2017)
+    lr_scale_rule: str = "linear"  # with scale_lr_by_workers: times N (Goyal et al.) or times sqrt(N)
     lr_warmup_updates: int = 0  # updates over which the scaled learning rate ramps up linearly
 
     # Logging, evaluation, checkpoints.
@@ -172,6 +180,10 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     _require(config.optimizer in OPTIMIZERS, "optimizer", config.optimizer, f"must be one of {', '.join(OPTIMIZERS)}")
     _require(0.0 <= config.rmsprop_rho < 1.0, "rmsprop_rho", config.rmsprop_rho, "must be in [0, 1)")
     _require(config.rmsprop_epsilon > 0.0, "rmsprop_epsilon", config.rmsprop_epsilon, "must be a number > 0")
+    _require(config.rank_scaling in RANK_SCALINGS, "rank_scaling", config.rank_scaling,
+             f"must be one of {', '.join(RANK_SCALINGS)}")
+    _require(config.lr_scale_rule in LR_SCALE_RULES, "lr_scale_rule", config.lr_scale_rule,
+             f"must be one of {', '.join(LR_SCALE_RULES)}")
     _require(config.loss in LOSSES, "loss", config.loss, f"must be one of {', '.join(LOSSES)}")
     _require(config.max_grad_norm >= 0.0, "max_grad_norm", config.max_grad_norm,
              "must be >= 0 (0 disables gradient clipping)")

@@ -73,6 +73,14 @@ _HELP = {
     "rmsprop_epsilon": "RMSprop: added to the square root of the second moment, as PyTorch's RMSprop does "
                        "(MinAtar: 0.01); Keras' own RMSprop adds it inside the root instead.",
     "rmsprop_centered": "RMSprop: centred (divide by the gradient's estimated standard deviation, not its RMS).",
+    "rank_scaling": "How N ranks share the updates. batch: each rank updates every --train_frequency of its own "
+                    "env steps on --batch_size of its own transitions (N times fewer updates per env step, an N "
+                    "times larger global batch). updates: the job updates every --train_frequency env steps "
+                    "summed over ranks, each rank adding --batch_size / N transitions, and learning starts once "
+                    "the ranks hold --learning_starts transitions together (one rank's updates per env step, "
+                    "global batch and start, whatever N).",
+    "lr_scale_rule": "With --scale_lr_by_workers: linear (the rate times N, Goyal et al. 2017) or sqrt (times "
+                     "sqrt(N), Krizhevsky 2014; Hoffer et al. 2017).",
     "scale_lr_by_workers": "Multiply the learning rate by the number of ranks (the effective batch grows "
                            "with them; Goyal et al. 2017).",
     "lr_warmup_updates": "Updates over which a scaled learning rate ramps up linearly from the base value; 0: none.",

@@ -178,7 +178,7 @@ def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: flo
                    scale_lr_by_workers: bool, lr_warmup_updates: int, distributed: bool = True,
                    elastic: bool = False, fp16_allreduce: bool = False, mixed_precision: bool = False,
                    optimizer: str = "adam", rmsprop_rho: float = 0.95, rmsprop_epsilon: float = 0.01,
-                   rmsprop_centered: bool = True):
+                   rmsprop_centered: bool = True, lr_scale_rule: str = "linear"):
     """Adam (or, with optimizer="rmsprop", RootEpsilonRMSprop), wrapped in Horovod's DistributedOptimizer
     (unless distributed=False, for comparisons).
 
@@ -192,11 +192,12 @@ def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: flo
     issue #3807), and a LossScaleOptimizer around a DistributedOptimizer skips the allreduce (replicas
     diverged when tried here). The learner then averages the gradients with hvd.DistributedGradientTape.
     """
-    from hvd_dqn.schedules import WarmupToScaledLearningRate
+    from hvd_dqn.schedules import WarmupToScaledLearningRate, learning_rate_scale
 
     rate = learning_rate
     if scale_lr_by_workers and (world_size > 1 or elastic):
-        rate = WarmupToScaledLearningRate(learning_rate, world_size, lr_warmup_updates)
+        rate = WarmupToScaledLearningRate(learning_rate, learning_rate_scale(world_size, lr_scale_rule),
+                                          lr_warmup_updates)
     if optimizer == "adam":
         built = tf.keras.optimizers.Adam(learning_rate=rate, epsilon=adam_epsilon, global_clipnorm=max_grad_norm or None)
     elif optimizer == "rmsprop":
@@ -221,18 +222,18 @@ def distributed_optimizer(optimizer, fp16_allreduce: bool = False):
     return hvd_keras.DistributedOptimizer(optimizer, compression=compression)
 
 
-def rescale_learning_rate(optimizer, world_size: int) -> bool:
+def rescale_learning_rate(optimizer, world_size: int, rule: str = "linear") -> bool:
     """Sets a --scale_lr_by_workers schedule to `world_size` ranks; returns whether there was one.
 
     DistributedOptimizer rebuilds the optimizer from its config, so the schedule to change is the one the
     wrapped optimizer holds, not the one `make_optimizer` created. Keras 2.11+'s `optimizer.learning_rate`
     returns the schedule's current value, not the schedule, hence the private `_learning_rate`."""
-    from hvd_dqn.schedules import WarmupToScaledLearningRate
+    from hvd_dqn.schedules import WarmupToScaledLearningRate, learning_rate_scale
 
     optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # --mixed_precision's LossScaleOptimizer
     schedule = getattr(optimizer, "_learning_rate", None)
     if isinstance(schedule, WarmupToScaledLearningRate):
-        schedule.set_scale(world_size)
+        schedule.set_scale(learning_rate_scale(world_size, rule))
         return True
     return False
 

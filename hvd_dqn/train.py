@@ -106,7 +106,7 @@ class Trainer:
                                    elastic=config.elastic, fp16_allreduce=config.fp16_allreduce,
                                    mixed_precision=config.mixed_precision, optimizer=config.optimizer,
                                    rmsprop_rho=config.rmsprop_rho, rmsprop_epsilon=config.rmsprop_epsilon,
-                                   rmsprop_centered=config.rmsprop_centered)
+                                   rmsprop_centered=config.rmsprop_centered, lr_scale_rule=config.lr_scale_rule)
         self.learner = DQNLearner(online, target, optimizer, config.double_dqn, config.huber_delta, xla=config.xla,
                                   fp16_allreduce=config.fp16_allreduce, loss=config.loss)
         self.replay = make_replay_memory(config, spec)
@@ -141,6 +141,9 @@ class Trainer:
         from hvd_dqn.schedules import apex_epsilons
 
         config, world = self.config, self.world
+        if config.rank_scaling == "updates" and config.batch_size % world.size:
+            raise ConfigError(f"--rank_scaling=updates: --batch_size={config.batch_size} (the global batch) must "
+                              f"split evenly over the {world.size} ranks")
         self.env_epsilons = None  # with Ape-X exploration: this rank's share of the fixed per-env epsilons
         if config.apex_exploration:
             all_epsilons = apex_epsilons(config.num_envs * world.size, config.apex_epsilon_base, config.apex_alpha)
@@ -164,7 +167,7 @@ class Trainer:
         old_size = self.world.size
         self.world = distributed.current_world()
         self._take_place_in_world()
-        rescaled = rescale_learning_rate(self.learner.optimizer, self.world.size)
+        rescaled = rescale_learning_rate(self.learner.optimizer, self.world.size, self.config.lr_scale_rule)
         # A joining rank starts with an empty memory; no rank updates until all have --learning_starts.
         self.replay_ready = False
         # Only rank 0 reports progress (main() quiets the others); a rank promoted to rank 0 takes over.
@@ -435,10 +438,11 @@ class Trainer:
             self.replay_ready = self._every_replay_memory_ready()
             if not self.replay_ready:
                 return
-        self.update_credit += config.num_envs
+        self.update_credit += config.num_envs * self._ranks_sharing_an_update()
         count, self.update_credit = divmod(self.update_credit, config.train_frequency)
         beta = self.priority_beta(env_steps)
-        draw = functools.partial(self.replay.sample, config.batch_size, self.sample_rng, beta)
+        batch_size = config.batch_size // self._ranks_sharing_an_update()
+        draw = functools.partial(self.replay.sample, batch_size, self.sample_rng, beta)
         for batch in minibatches(draw, count, None if self.replay.priority else self.sampler):
             metrics = self.learner.update(batch)
             if batch.indices is not None:  # prioritised: this rank's new priorities from its TD errors
@@ -448,13 +452,19 @@ class Trainer:
             if self.counters.updates % config.target_update_period == 0:
                 self.learner.sync_target()
 
+    def _ranks_sharing_an_update(self) -> int:
+        """--rank_scaling=updates: all N ranks' env steps pay for each update and each rank draws 1/N of its
+        batch; "batch": a rank pays for its updates alone, with whole batches."""
+        return self.world.size if self.config.rank_scaling == "updates" else 1
+
     def _every_replay_memory_ready(self) -> bool:
-        """Whether every rank's memory holds --learning_starts transitions (memories never shrink).
+        """Whether every rank's memory holds its --learning_starts transitions (memories never shrink).
 
         In a fixed world all ranks fill alike, so each can tell alone. Under --elastic a rank that joined
         starts empty while the others are full: the ranks vote (one tiny allreduce per iteration, only until
         all are ready), or the full ranks would wait forever in an update the new one never joins."""
-        ready = len(self.replay) >= self.config.learning_starts
+        # --rank_scaling=updates counts --learning_starts over the job, as one rank alone would.
+        ready = len(self.replay) >= -(-self.config.learning_starts // self._ranks_sharing_an_update())
         if not self.config.elastic:
             return ready
         not_ready = distributed.sum_over_ranks(np.array([0.0 if ready else 1.0]), "replay_not_ready")[0]

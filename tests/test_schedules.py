@@ -44,3 +44,12 @@ def test_epsilon_waits_for_the_delay_then_falls_as_dopamine_does(step, expected)
 def test_a_delayed_schedule_with_no_duration_jumps_at_the_delay():
     schedule = LinearSchedule(1.0, 0.1, 0, delay=5)
     assert (schedule(4), schedule(5)) == (1.0, 0.1)
+
+
+@pytest.mark.parametrize("ranks, rule, expected", [(4, "linear", 4.0), (4, "sqrt", 2.0), (1, "sqrt", 1.0)])
+def test_learning_rate_scale_rules(ranks, rule, expected):
+    from hvd_dqn.schedules import learning_rate_scale
+
+    assert learning_rate_scale(ranks, rule) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="unknown learning-rate scale rule"):
+        learning_rate_scale(2, "cube")

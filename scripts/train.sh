@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Trains with the default preset on this machine: sets up if needed, then
-#   horovodrun -np ${NP:-2} python -m hvd_dqn.train --flagfile=configs/pong.flags [your flags...]
-# Extra arguments are passed to hvd_dqn.train and override the flagfile, e.g.
+# Trains the project's main job on this machine: sets up if needed, then
+#   horovodrun -np ${NP:-1} python -m hvd_dqn.train --flagfile=configs/breakout_dopamine.flags [your flags...]
+# i.e. Breakout for 1M agent steps under Dopamine's DQN protocol, the run whose curve README.md ("Results")
+# lays over Dopamine's published one. Extra arguments are passed to hvd_dqn.train and override the
+# flagfile, e.g.
 #   scripts/train.sh --logdir=runs/try2 --seed=3
-# Environment: NP (ranks, default 2), FLAGFILE (default configs/pong.flags; configs/cartpole.flags is the
-# few-minute demo), HOROVODRUN_ARGS (e.g. "--mpi").
+# Environment: NP (ranks, default 1), FLAGFILE (default configs/breakout_dopamine.flags;
+# configs/cartpole.flags is the few-minute demo), HOROVODRUN_ARGS (e.g. "--mpi").
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$repo/scripts/setup.sh"
@@ -12,5 +14,5 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$repo/scripts/launch_env.sh"
 cd "$repo"
 # shellcheck disable=SC2086
-exec "$repo/.venv/bin/horovodrun" -np "${NP:-2}" ${HOROVODRUN_ARGS:-} \
-  "$repo/.venv/bin/python" -m hvd_dqn.train --flagfile="${FLAGFILE:-configs/pong.flags}" "$@"
+exec "$repo/.venv/bin/horovodrun" -np "${NP:-1}" ${HOROVODRUN_ARGS:-} \
+  "$repo/.venv/bin/python" -m hvd_dqn.train --flagfile="${FLAGFILE:-configs/breakout_dopamine.flags}" "$@"

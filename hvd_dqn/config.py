@@ -82,6 +82,7 @@ class TrainConfig:
     dueling: bool = False  # dueling heads (Wang et al. 2016)
     hidden_sizes: Tuple[int, ...] = (256, 256)
     network: str = "auto"  # auto: Nature CNN for stacked Atari frames, MinAtar's CNN for its grids, else MLP
+    conv_padding: str = "valid"  # Nature CNN: "valid" (Mnih et al. 2015) or "same" (Dopamine's JAX/Flax default)
     optimizer: str = "adam"
     rmsprop_rho: float = 0.95  # RMSprop: decay of the squared-gradient average (PyTorch's alpha)
     rmsprop_epsilon: float = 0.01  # RMSprop: added to the root of the second moment, as PyTorch does
@@ -177,6 +178,7 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
         value = getattr(config, name)
         _require(value > 0.0, name, value, "must be a number > 0")
     _require(config.network in NETWORKS, "network", config.network, f"must be one of {', '.join(NETWORKS)}")
+    _require(config.conv_padding in ("valid", "same"), "conv_padding", config.conv_padding, "must be valid or same")
     _require(config.optimizer in OPTIMIZERS, "optimizer", config.optimizer, f"must be one of {', '.join(OPTIMIZERS)}")
     _require(0.0 <= config.rmsprop_rho < 1.0, "rmsprop_rho", config.rmsprop_rho, "must be in [0, 1)")
     _require(config.rmsprop_epsilon > 0.0, "rmsprop_epsilon", config.rmsprop_epsilon, "must be a number > 0")

@@ -168,3 +168,15 @@ def window_means(logdir: str, window_env_steps: int) -> List[WindowMean]:
         rows.append(WindowMean(start, end, len(returns), float(returns.mean()) if len(returns) else float("nan"),
                                last_step >= end))
     return rows
+
+
+def save_figure(figure, path: str) -> None:
+    """Writes a matplotlib figure to `path` (PNG) through a temporary file, so a half-written PNG never replaces
+    a good one, and closes the figure."""
+    import matplotlib.pyplot as plt
+
+    figure.tight_layout()
+    temporary = path + ".tmp.png"
+    figure.savefig(temporary)
+    plt.close(figure)
+    os.replace(temporary, path)

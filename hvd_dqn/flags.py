@@ -67,6 +67,9 @@ _HELP = {
     "hidden_sizes": "Widths of the Q-network's hidden layers, comma-separated.",
     "network": "Q-network: auto (the Nature CNN for stacked Atari frames, MinAtar's one-convolution CNN for its "
                "10x10 grids, an MLP of --hidden_sizes otherwise), or one of mlp, nature_cnn, minatar_cnn.",
+    "conv_padding": "Nature CNN convolutions: valid (Mnih et al. 2015: 7x7x64 = 3,136 features, 1.69M parameters "
+                    "for 6 actions) or same (Flax's default, so Dopamine's JAX agents: 11x11x64 = 7,744 features, "
+                    "4.05M parameters; about 1.8 times the update time on a CPU).",
     "optimizer": "adam (with --adam_epsilon) or rmsprop (with --rmsprop_rho, --rmsprop_epsilon, "
                  "--rmsprop_centered; MinAtar's DQN: centred RMSprop).",
     "rmsprop_rho": "RMSprop: decay rate of the average of squared gradients (PyTorch's alpha; MinAtar: 0.95).",

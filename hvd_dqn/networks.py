@@ -44,19 +44,23 @@ def build_mlp_q_network(observation_shape: Tuple[int, ...], num_actions: int, hi
 
 
 def build_nature_cnn_q_network(observation_shape: Tuple[int, ...], num_actions: int,
-                               name: str = "q_network", dueling: bool = False) -> tf.keras.Model:
+                               name: str = "q_network", dueling: bool = False, padding: str = "valid") -> tf.keras.Model:
     """The Q-network of Mnih et al. (2015): 3 convolutions and 2 dense layers over stacked frames; dueling,
     the 512-unit layer and the output are doubled into value and advantage streams, as Wang et al. (2016).
 
     Input: uint8 stacks (B, frames, H, W), channels first as the emulator returns them. The cast to float
     and the scaling to [0, 1] happen inside the model, so only uint8 (a quarter of the bytes) crosses to
     the device; the transpose to channels-last is there because TensorFlow's CPU convolutions need it.
+    `padding="same"` pads the convolutions as Flax does by default, which makes Dopamine's JAX
+    NatureDQNNetwork (google/dopamine, dopamine/jax/networks.py) a larger network than the paper's: 84x84 ->
+    21x21 -> 11x11 -> 11x11, so 7,744 features into the 512-unit layer instead of 3,136.
     """
     frames = tf.keras.Input(shape=observation_shape, dtype=tf.uint8, name="frames")
     hidden = tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32) / 255.0, name="scale")(frames)
     hidden = tf.keras.layers.Permute((2, 3, 1), name="channels_last")(hidden)
     for index, (filters, size, stride) in enumerate([(32, 8, 4), (64, 4, 2), (64, 3, 1)]):
-        hidden = tf.keras.layers.Conv2D(filters, size, strides=stride, activation="relu", name=f"conv_{index}")(hidden)
+        hidden = tf.keras.layers.Conv2D(filters, size, strides=stride, padding=padding, activation="relu",
+                                        name=f"conv_{index}")(hidden)
     hidden = tf.keras.layers.Flatten()(hidden)
     return tf.keras.Model(frames, q_head(hidden, num_actions, dueling, stream_width=512), name=name)
 
@@ -88,14 +92,14 @@ def is_grid_observation(observation_shape: Tuple[int, ...], observation_dtype) -
 
 def build_q_network(observation_shape: Tuple[int, ...], observation_dtype, num_actions: int,
                     hidden_sizes: Sequence[int], name: str = "q_network", dueling: bool = False,
-                    network: str = "auto") -> tf.keras.Model:
+                    network: str = "auto", conv_padding: str = "valid") -> tf.keras.Model:
     """The Q-network `network` names; "auto": the Nature CNN for stacked frames, MinAtar's CNN for bool grids,
     the MLP (`hidden_sizes`) for vector observations."""
     if network == "auto":
         network = ("nature_cnn" if is_image_observation(observation_shape, observation_dtype) else
                    "minatar_cnn" if is_grid_observation(observation_shape, observation_dtype) else "mlp")
     if network == "nature_cnn":
-        return build_nature_cnn_q_network(observation_shape, num_actions, name, dueling)
+        return build_nature_cnn_q_network(observation_shape, num_actions, name, dueling, conv_padding)
     if network == "minatar_cnn":
         return build_minatar_q_network(observation_shape, num_actions, name, dueling)
     if network == "mlp":
@@ -106,4 +110,4 @@ def build_q_network(observation_shape: Tuple[int, ...], observation_dtype, num_a
 def q_network_for(config, spec, name: str) -> tf.keras.Model:
     """The Q-network a TrainConfig describes, for an env of `spec` (hvd_dqn.envs.EnvSpec)."""
     return build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions, config.hidden_sizes,
-                           name, config.dueling, config.network)
+                           name, config.dueling, config.network, config.conv_padding)

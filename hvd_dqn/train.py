@@ -592,7 +592,7 @@ class Trainer:
 
 # Settings that decide the shapes of what a checkpoint holds; a resumed run must agree on them.
 _CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space", "dueling", "mixed_precision",
-                                "network", "optimizer")
+                                "network", "conv_padding", "optimizer")
 
 
 class CheckpointError(Exception):

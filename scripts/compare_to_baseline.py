@@ -101,6 +101,8 @@ def draw(rows, reference, others, label, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from hvd_dqn.curves import save_figure
+
     figure, axes = plt.subplots(figsize=(8, 5), dpi=120)
     for index, curve in enumerate([reference] + others):
         iterations = range(min(len(curve.seeds_by_window), max(len(rows), 4)))
@@ -122,11 +124,7 @@ def draw(rows, reference, others, label, path) -> None:
     axes.set_title(f"{reference.game}: hvd_dqn against Dopamine's published curves")
     axes.grid(alpha=0.3)
     axes.legend(loc="upper left", fontsize="small")
-    figure.tight_layout()
-    temporary = path + ".tmp.png"
-    figure.savefig(temporary)
-    plt.close(figure)
-    os.replace(temporary, path)
+    save_figure(figure, path)
 
 
 if __name__ == "__main__":

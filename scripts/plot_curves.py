@@ -54,6 +54,8 @@ def draw(curves, path: str, title: str, steps_are_frames: bool, window: int) -> 
     matplotlib.use("Agg")  # files only; no display needed
     import matplotlib.pyplot as plt
 
+    from hvd_dqn.curves import save_figure
+
     figure, axes = plt.subplots(figsize=(8, 5), dpi=120)
     for index, curve in enumerate(curves):
         color = f"C{index}"
@@ -68,11 +70,7 @@ def draw(curves, path: str, title: str, steps_are_frames: bool, window: int) -> 
     axes.set_title(title)
     axes.grid(alpha=0.3)
     axes.legend(loc="best", fontsize="small")
-    figure.tight_layout()
-    temporary = path + ".tmp.png"
-    figure.savefig(temporary)
-    plt.close(figure)
-    os.replace(temporary, path)  # a half-written PNG never replaces a good one
+    save_figure(figure, path)
 
 
 if __name__ == "__main__":

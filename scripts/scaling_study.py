@@ -73,7 +73,6 @@ def read_episodes(logdir: str):
 
 def finished_env_steps(logdir: str):
     """The env steps of the run's newest complete checkpoint, or None."""
-    sys.path.insert(0, REPO)
     from hvd_dqn import checkpoint
 
     latest = checkpoint.latest_checkpoint(logdir) if os.path.isdir(logdir) else None
@@ -121,6 +120,8 @@ def draw(study, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from hvd_dqn.curves import save_figure
+
     figure, (steps_axes, return_axes) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=120)
     for record in study["runs"]:
         if record["env_steps_to_target"] is not None:
@@ -145,11 +146,7 @@ def draw(study, path):
     steps_axes.set_ylabel(f"env steps until the mean of {study['window']} training episodes >= {study['target']:g}")
     return_axes.set_ylabel(f"mean return of the last {study['window']} episodes at {study['budget_env_steps']:,}")
     figure.suptitle(f"{study['task']}: sample efficiency against ranks ({os.path.basename(study['flagfile'])})")
-    figure.tight_layout()
-    temporary = path + ".tmp.png"
-    figure.savefig(temporary)
-    plt.close(figure)
-    os.replace(temporary, path)
+    save_figure(figure, path)
 
 
 def main(argv=None) -> int:

@@ -13,6 +13,13 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=/dev/null
 source "$repo/scripts/launch_env.sh"
 cd "$repo"
+flagfile="${FLAGFILE:-configs/breakout_dopamine.flags}"
+if [[ "${NP:-1}" == 1 && -z "${HOROVODRUN_ARGS:-}" ]]; then
+  # One rank needs no launcher, and without one a SIGTERM (kill, Slurm, Kubernetes) reaches the trainer itself:
+  # it checkpoints and exits however long the replay shard takes to write. Under horovodrun with Open MPI,
+  # horovodrun replaces itself with `sh -c mpirun ...`, and a SIGTERM to that shell does not reach the rank.
+  exec "$repo/.venv/bin/python" -m hvd_dqn.train --flagfile="$flagfile" "$@"
+fi
 # shellcheck disable=SC2086
 exec "$repo/.venv/bin/horovodrun" -np "${NP:-1}" ${HOROVODRUN_ARGS:-} \
-  "$repo/.venv/bin/python" -m hvd_dqn.train --flagfile="${FLAGFILE:-configs/breakout_dopamine.flags}" "$@"
+  "$repo/.venv/bin/python" -m hvd_dqn.train --flagfile="$flagfile" "$@"

@@ -128,6 +128,7 @@ def test_the_dopamine_preset_has_dopamines_protocol_and_hyperparameters():
     assert (config.epsilon_start, config.epsilon_end) == (1.0, 0.01)
     assert (config.epsilon_decay_start_env_steps, config.epsilon_decay_env_steps) == (20_000, 250_000)
     assert config.eval_epsilon == 0.001 and config.total_env_steps == 1_000_000
+    assert (config.network, config.conv_padding) == ("nature_cnn", "same")  # dopamine/jax/networks.py
 
 
 def test_variants_are_off_by_default_and_on_in_the_rainbow_lite_preset():

@@ -39,3 +39,12 @@ def test_build_q_network_picks_the_network_for_the_observation(shape, dtype, kin
     model = build_q_network(shape, dtype, 2, (8,), "online", dueling=True)
     assert model.input.dtype == tf.as_dtype(dtype) and model.output.shape[-1] == 2
     assert ("conv_0" in [layer.name for layer in model.layers]) == (kind == "cnn")
+
+
+def test_same_padding_builds_dopamines_larger_nature_cnn():
+    """Flax pads "SAME" by default: Dopamine's JAX Nature CNN maps 84x84 to 21, 11 and 11 cells."""
+    model = build_nature_cnn_q_network((4, 84, 84), 4, padding="same")
+    assert [model.get_layer(f"conv_{index}").output.shape[1:3] for index in range(3)] == [(21, 21), (11, 11), (11, 11)]
+    convolutions = (8 * 8 * 4 * 32 + 32) + (4 * 4 * 32 * 64 + 64) + (3 * 3 * 64 * 64 + 64)
+    assert model.count_params() == convolutions + (11 * 11 * 64 * 512 + 512) + (512 * 4 + 4)
+    assert build_nature_cnn_q_network((4, 84, 84), 4).count_params() == convolutions + (3136 * 512 + 512) + (512 * 4 + 4)

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from conftest import PYTHON, REPO, horovodrun, python_module
+from conftest import PYTHON, REPO, horovodrun, python_module, run
 
 KEYS = ("env_raw_steps_per_s", "actor_steps_per_s", "learner_updates_per_s", "plain_tf_updates_per_s",
         "replay_sample_batches_per_s", "bare_gather_batches_per_s", "train_steps_per_s",
@@ -47,3 +47,22 @@ def test_two_ranks_measure_the_gradient_allreduce_beside_the_ring_formula(tmp_pa
     assert results["ring_allreduce_ms_predicted"] == pytest.approx(
         1000 * 2 * (2 - 1) / 2 * results["gradient_bytes_per_update"] / results["loopback_bytes_per_s"])
     assert "allreduce_ms_per_update" in result.stdout
+
+
+def test_thread_sweep_times_each_setting_in_turns_and_names_the_fastest(tmp_path):
+    out = tmp_path / "threads.json"
+    run([PYTHON, str(REPO / "scripts" / "thread_sweep.py"), f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+         "--settings=1/0/1,2/0/1", "--rounds=2", "--learning_starts=500", "--timed_env_steps=800",
+         f"--json={out}"], timeout=600)
+    result = json.loads(out.read_text())
+    assert [(row["intra_op_threads"], row["inter_op_threads"]) for row in result["settings"]] == [(1, 1), (2, 1)]
+    assert all(len(row["rounds"]) == 2 and row["median_env_steps_per_s"] > 0 for row in result["settings"])
+    assert result["best"] in result["settings"]
+    assert result["best"]["median_env_steps_per_s"] == max(row["median_env_steps_per_s"] for row in result["settings"])
+
+
+def test_thread_sweep_names_a_bad_setting_in_one_line():
+    result = run([PYTHON, str(REPO / "scripts" / "thread_sweep.py"), f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+                  "--settings=2-2-1"], timeout=60, check=False)
+    assert result.returncode == 2
+    assert result.stderr.strip() == "thread_sweep.py: error: --settings=2-2-1: each setting is INTRA/ENV/INTER, e.g. 2/2/1"

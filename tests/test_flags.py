@@ -131,6 +131,15 @@ def test_the_dopamine_preset_has_dopamines_protocol_and_hyperparameters():
     assert (config.network, config.conv_padding) == ("nature_cnn", "same")  # dopamine/jax/networks.py
 
 
+def test_the_best_breakout_preset_keeps_dopamines_environment_protocol_and_compute():
+    best, dopamine = _preset("breakout_best.flags"), _preset("breakout_dopamine.flags")
+    protocol = ("env_id", "repeat_action_probability", "noop_max", "fire_reset", "terminal_on_life_loss",
+                "clip_rewards", "max_episode_frames", "total_env_steps", "batch_size", "train_frequency",
+                "num_envs", "learning_starts", "eval_epsilon")
+    assert [getattr(best, name) for name in protocol] == [getattr(dopamine, name) for name in protocol]
+    assert best.double_dqn and best.dueling and best.n_step == 3
+
+
 def test_variants_are_off_by_default_and_on_in_the_rainbow_lite_preset():
     default = TrainConfig()
     assert not (default.double_dqn or default.dueling or default.prioritized_replay) and default.n_step == 1

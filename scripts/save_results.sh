@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Keeps a finished run's evidence in the repository: results/<name>/ gets the run's episodes.csv (every
+# training episode), metrics.csv, config.json, its learning curve (curve.png) and, for an Atari game with
+# Dopamine data, the per-window comparison (dopamine.md, dopamine.json, dopamine.png).
+#   scripts/save_results.sh runs/breakout_dopamine breakout_dopamine
+set -euo pipefail
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+[[ $# -eq 2 ]] || { echo "usage: $0 LOGDIR NAME" >&2; exit 2; }
+logdir="$1" name="$2"
+[[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "$0: error: NAME=$name: letters, digits, _ . - only (a folder under results/)" >&2; exit 2; }
+for file in episodes.csv metrics.csv config.json; do
+  [[ -f "$logdir/$file" ]] || { echo "$0: error: $logdir has no $file" >&2; exit 2; }
+done
+out="$repo/results/$name"
+mkdir -p "$out"
+cp "$logdir/episodes.csv" "$logdir/metrics.csv" "$logdir/config.json" "$out/"
+python="$repo/.venv/bin/python"
+"$python" "$repo/scripts/plot_curves.py" "$name=$out" --window=100 --out="$out/curve.png" >/dev/null
+env_id="$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["env_id"])' "$out/config.json")"
+if [[ "$env_id" == ALE/* ]] && "$python" "$repo/scripts/compare_to_baseline.py" "$out" --label="$name" \
+    --also=Rainbow,QR-DQN,IQN --json="$out/dopamine.json" --out="$out/dopamine.png" >"$out/dopamine.md" 2>/dev/null; then
+  sed -i '/^wrote /d' "$out/dopamine.md"
+else
+  rm -f "$out/dopamine.md"
+fi
+echo "saved $logdir as $out"

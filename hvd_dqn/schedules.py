@@ -38,8 +38,6 @@ def apex_epsilons(num_envs_total: int, base: float = 0.4, alpha: float = 7.0) ->
     return base**exponents
 
 
-# Registered so Horovod can rebuild the optimizer from its config (DistributedOptimizer uses from_config).
-@tf.keras.utils.register_keras_serializable(package="hvd_dqn")
 def learning_rate_scale(world_size: int, rule: str = "linear") -> float:
     """The factor on the learning rate for `world_size` ranks: N (linear; Goyal et al. 2017: the rate grows
     with the batch) or sqrt(N) (the gradient noise falls as 1/sqrt(batch); Krizhevsky 2014, Hoffer et al.
@@ -51,6 +49,8 @@ def learning_rate_scale(world_size: int, rule: str = "linear") -> float:
     raise ValueError(f"unknown learning-rate scale rule {rule!r}; expected linear or sqrt")
 
 
+# Registered so Horovod can rebuild the optimizer from its config (DistributedOptimizer uses from_config).
+@tf.keras.utils.register_keras_serializable(package="hvd_dqn")
 class WarmupToScaledLearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):
     """Learning rate `base * scale`, reached linearly from `base` over `warmup_updates` updates.
 

@@ -52,6 +52,7 @@ class TrainConfig:
     learning_starts: int = 1_000  # transitions in each rank's replay memory before updates begin (per rank)
     train_frequency: int = 1  # env steps per rank between two updates (per rank)
     target_update_period: int = 500  # updates between two copies online -> target
+    target_update_tau: float = 1.0  # 1: copy; < 1: target <- tau online + (1 - tau) target (Polyak)
 
     # Exploration (epsilon-greedy), linear from start to end over decay steps (env steps summed over ranks).
     epsilon_start: float = 1.0
@@ -187,6 +188,8 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     _require(config.lr_scale_rule in LR_SCALE_RULES, "lr_scale_rule", config.lr_scale_rule,
              f"must be one of {', '.join(LR_SCALE_RULES)}")
     _require(config.loss in LOSSES, "loss", config.loss, f"must be one of {', '.join(LOSSES)}")
+    _require(0.0 < config.target_update_tau <= 1.0, "target_update_tau", config.target_update_tau,
+             "must be in (0, 1] (1 copies the online network)")
     _require(config.max_grad_norm >= 0.0, "max_grad_norm", config.max_grad_norm,
              "must be >= 0 (0 disables gradient clipping)")
     _require(len(config.hidden_sizes) > 0 and all(size > 0 for size in config.hidden_sizes),

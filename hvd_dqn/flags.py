@@ -35,6 +35,9 @@ _HELP = {
     "train_frequency": "Env steps per rank between two gradient updates (the replay ratio is "
                        "batch_size / train_frequency samples per env step, independent of the rank count).",
     "target_update_period": "Gradient updates between two copies of the online network into the target network.",
+    "target_update_tau": "At each target update: 1 copies the online network (Mnih et al. 2015); tau < 1 moves "
+                         "the target to tau x online + (1 - tau) x target (Polyak averaging, Lillicrap et al. "
+                         "2016; usually with --target_update_period=1).",
     "epsilon_start": "Exploration probability at the first env step.",
     "epsilon_end": "Exploration probability after the decay.",
     "epsilon_decay_env_steps": "Env steps (summed over ranks) over which epsilon falls linearly from start to end.",

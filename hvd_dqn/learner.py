@@ -53,7 +53,7 @@ class DQNLearner:
     """Owns the online network, the target network and the (distributed) optimizer.
 
     `update(batch)` performs one synchronous gradient step on all ranks and returns its metrics;
-    `sync_target()` copies the online weights into the target network. The learner's whole state
+    `sync_target(tau)` copies the online weights into the target network, or averages them in. The learner's whole state
     (`checkpoint_items`) is what a checkpoint stores.
     """
 
@@ -145,10 +145,23 @@ class DQNLearner:
         self.num_updates.assign_add(1)
         return {"td_loss": loss, "q_mean": tf.reduce_mean(q_tm1_taken), "td_errors": td_error}
 
+    def sync_target(self, tau: float = 1.0) -> None:
+        """Target <- online (tau = 1, Mnih et al. 2015), or target <- tau online + (1 - tau) target: Polyak
+        averaging (Lillicrap et al. 2016), which moves the target smoothly and steadies learning."""
+        if tau >= 1.0:
+            self._copy_target()  # an exact copy, bit for bit (signed zeros included)
+        else:
+            self._blend_target(tf.constant(tau, tf.float32))
+
     @tf.function
-    def sync_target(self) -> None:
+    def _copy_target(self) -> None:
         for target_variable, online_variable in zip(self.target.variables, self.online.variables):
             target_variable.assign(online_variable)
+
+    @tf.function
+    def _blend_target(self, tau) -> None:
+        for target_variable, online_variable in zip(self.target.variables, self.online.variables):
+            target_variable.assign(tau * online_variable + (1.0 - tau) * target_variable)
 
 
 # Registered so Horovod can rebuild it from its config (DistributedOptimizer uses from_config).

@@ -450,7 +450,7 @@ class Trainer:
             self.rank_metrics.record_update(metrics)
             self.counters.updates += 1
             if self.counters.updates % config.target_update_period == 0:
-                self.learner.sync_target()
+                self.learner.sync_target(config.target_update_tau)
 
     def _ranks_sharing_an_update(self) -> int:
         """--rank_scaling=updates: all N ranks' env steps pay for each update and each rank draws 1/N of its

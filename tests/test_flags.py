@@ -151,6 +151,9 @@ def test_variants_are_off_by_default_and_on_in_the_rainbow_lite_preset():
 @pytest.mark.parametrize("flags, expected", [
     (["--n_step=0"], "--n_step=0: must be an integer from 1 to 100"),
     (["--loss=l1"], "--loss=l1: must be one of huber, mse"),
+    (["--target_update_tau=0"], "--target_update_tau=0.0: must be in (0, 1] (1 copies the online network)"),
+    (["--rank_scaling=both"], "--rank_scaling=both: must be one of batch, updates"),
+    (["--optimizer=sgd"], "--optimizer=sgd: must be one of adam, rmsprop"),
     (["--epsilon_decay_start_env_steps=-5"], "--epsilon_decay_start_env_steps=-5: must be an integer >= 0"),
     (["--priority_alpha=1.5"], "--priority_alpha=1.5: must be in [0, 1]"),
     (["--priority_beta_start=-0.1"], "--priority_beta_start=-0.1: must be in [0, 1]"),

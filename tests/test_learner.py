@@ -122,6 +122,17 @@ def test_target_network_changes_only_when_synced():
         np.testing.assert_array_equal(online_variable.numpy(), target_variable.numpy())
 
 
+def test_polyak_target_update_moves_the_target_part_of_the_way():
+    learner = _learner()
+    learner.update(_batch())
+    online = [variable.numpy() for variable in learner.online.variables]
+    before = [variable.numpy() for variable in learner.target.variables]
+    learner.sync_target(0.25)
+    for new, old, source in zip(learner.target.variables, before, online):
+        np.testing.assert_allclose(new.numpy(), 0.25 * source + 0.75 * old, rtol=1e-6, atol=1e-7)
+    assert any(not np.allclose(new.numpy(), source) for new, source in zip(learner.target.variables, online))
+
+
 def test_importance_weights_scale_each_transitions_loss():
     learner = _learner()
     batch = _batch()

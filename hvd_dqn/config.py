@@ -19,6 +19,7 @@ from typing import Optional, Tuple
 
 LOSSES = ("huber", "mse")  # the TD losses hvd_dqn.learner knows
 NETWORKS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # hvd_dqn.networks.build_q_network
+CONV_PADDINGS = ("valid", "same")  # the Nature CNN's convolutions: Mnih et al.'s, or Flax's (Dopamine)
 OPTIMIZERS = ("adam", "rmsprop")  # hvd_dqn.learner.make_optimizer
 RANK_SCALINGS = ("batch", "updates")  # how the work of an update is shared when ranks are added
 LR_SCALE_RULES = ("linear", "sqrt")  # --scale_lr_by_workers: the rate times N, or times sqrt(N)
@@ -178,16 +179,13 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     for name in ("learning_rate", "adam_epsilon", "huber_delta"):
         value = getattr(config, name)
         _require(value > 0.0, name, value, "must be a number > 0")
-    _require(config.network in NETWORKS, "network", config.network, f"must be one of {', '.join(NETWORKS)}")
-    _require(config.conv_padding in ("valid", "same"), "conv_padding", config.conv_padding, "must be valid or same")
-    _require(config.optimizer in OPTIMIZERS, "optimizer", config.optimizer, f"must be one of {', '.join(OPTIMIZERS)}")
+    choices = (("network", NETWORKS), ("conv_padding", CONV_PADDINGS), ("optimizer", OPTIMIZERS),
+               ("rank_scaling", RANK_SCALINGS), ("lr_scale_rule", LR_SCALE_RULES), ("loss", LOSSES))
+    for name, allowed in choices:
+        value = getattr(config, name)
+        _require(value in allowed, name, value, f"must be one of {', '.join(allowed)}")
     _require(0.0 <= config.rmsprop_rho < 1.0, "rmsprop_rho", config.rmsprop_rho, "must be in [0, 1)")
     _require(config.rmsprop_epsilon > 0.0, "rmsprop_epsilon", config.rmsprop_epsilon, "must be a number > 0")
-    _require(config.rank_scaling in RANK_SCALINGS, "rank_scaling", config.rank_scaling,
-             f"must be one of {', '.join(RANK_SCALINGS)}")
-    _require(config.lr_scale_rule in LR_SCALE_RULES, "lr_scale_rule", config.lr_scale_rule,
-             f"must be one of {', '.join(LR_SCALE_RULES)}")
-    _require(config.loss in LOSSES, "loss", config.loss, f"must be one of {', '.join(LOSSES)}")
     _require(0.0 < config.target_update_tau <= 1.0, "target_update_tau", config.target_update_tau,
              "must be in (0, 1] (1 copies the online network)")
     _require(config.max_grad_norm >= 0.0, "max_grad_norm", config.max_grad_norm,

@@ -160,13 +160,10 @@ def make_vector_env(env_id: str, num_envs: int, atari: AtariSettings = AtariSett
     if env_id.startswith(MINATAR_PREFIX):
         # MinAtar's own defaults are its paper's protocol: sticky actions 0.1 and difficulty ramping on.
         register_minatar_envs()
-        with warnings.catch_warnings():  # gymnasium calls v0 "out of date"; v0's 6 actions are the paper's
-            warnings.filterwarnings("ignore", message=".*is out of date.*")
-            env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=vectorization_mode,
-                                     vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
-        return env
-    env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=vectorization_mode,
-                             vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
+    with warnings.catch_warnings():  # gymnasium calls MinAtar's v0 "out of date"; v0's 6 actions are the paper's
+        warnings.filterwarnings("ignore", message=f".*{MINATAR_PREFIX}.* is out of date.*")
+        env = gymnasium.make_vec(env_id, num_envs=num_envs, vectorization_mode=vectorization_mode,
+                                 vector_kwargs={"autoreset_mode": AutoresetMode.SAME_STEP})
     if not isinstance(env.single_action_space, gymnasium.spaces.Discrete):
         env.close()
         raise ValueError(f"{env_id} has action space {env.single_action_space}; DQN needs a Discrete one")

@@ -4,8 +4,8 @@
 
 Loads the latest complete checkpoint in --logdir (or --checkpoint), rebuilds the network from the config
 stored beside it, plays --episodes episodes (at the training run's --eval_epsilon unless --epsilon is given;
-Atari games with the training run's no-op starts, FIRE resets and sticky actions) and prints and writes {"mean_return": ..., "median_return": ...,
-"episodes": N, ...} with raw game scores. With --video it also films one more episode from the full-colour
+Atari games with the training run's no-op starts, FIRE resets and sticky actions) and prints and writes
+{"mean_return": ..., "median_return": ..., "episodes": N, ...} with raw game scores. With --video it also films one more episode from the full-colour
 screen. Runs in one process; Horovod is not needed.
 """
 from __future__ import annotations

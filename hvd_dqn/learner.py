@@ -53,8 +53,8 @@ class DQNLearner:
     """Owns the online network, the target network and the (distributed) optimizer.
 
     `update(batch)` performs one synchronous gradient step on all ranks and returns its metrics;
-    `sync_target(tau)` copies the online weights into the target network, or averages them in. The learner's whole state
-    (`checkpoint_items`) is what a checkpoint stores.
+    `sync_target(tau)` copies the online weights into the target network, or averages them in. The learner's
+    whole state (`checkpoint_items`) is what a checkpoint stores.
     """
 
     def __init__(self, online: tf.keras.Model, target: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer,

@@ -61,14 +61,16 @@ def final_return(episodes, window: int):
     return sum(episode_return for _, episode_return in ordered) / len(ordered) if ordered else None
 
 
-def read_episodes(logdir: str):
-    import csv
+def read_run(logdir: str):
+    """(env id, [(env steps at the episode's end, return), ...]) of a finished run, from its logdir."""
+    from hvd_dqn.curves import CurveError, load_run
 
-    path = os.path.join(logdir, "episodes.csv")
-    if not os.path.exists(path):
-        raise StudyError(f"{logdir}: no episodes.csv (see {logdir}.log)")
-    with open(path, newline="") as handle:
-        return [(int(row["env_steps"]), float(row["return"])) for row in csv.DictReader(handle)]
+    try:
+        run = load_run(logdir)
+    except CurveError as error:
+        raise StudyError(f"{error} (see {logdir}.log)") from None
+    ends = (run.episode_frames // run.frames_per_step).astype(int)
+    return run.env_id, list(zip(ends.tolist(), run.episode_returns.tolist()))
 
 
 def finished_env_steps(logdir: str):
@@ -186,9 +188,7 @@ def main(argv=None) -> int:
                         shutil.rmtree(logdir)  # an unfinished run starts again from scratch
                     print(f"[{PROGRAM}] training: ranks {ranks}, seed {seed} -> {logdir}", flush=True)
                     wall = train(ranks, seed, logdir, args, extra)
-                episodes = read_episodes(logdir)
-                with open(os.path.join(logdir, "config.json")) as handle:
-                    task = json.load(handle)["env_id"]
+                task, episodes = read_run(logdir)
                 record = dict(ranks=ranks, seed=seed, env_steps_to_target=env_steps_to_target(episodes, args.target,
                                                                                                args.window),
                               final_return=final_return(episodes, args.window), episodes=len(episodes),

@@ -42,7 +42,8 @@ def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path)
     assert (record["ranks"], record["seed"]) == (2, 0) and record["episodes"] >= 10
     # Random-ish early CartPole play lasts 10-40 steps per episode, so a mean of 30 may or may not be reached,
     # but the record must be consistent with the run's own episodes.
-    episodes = _study_module().read_episodes(record["logdir"])
+    task, episodes = _study_module().read_run(record["logdir"])
+    assert task == "CartPole-v1"
     assert record["final_return"] == pytest.approx(_study_module().final_return(episodes, 10))
     assert max(env_steps for env_steps, _ in episodes) <= 3000
     [row] = study["summary"]

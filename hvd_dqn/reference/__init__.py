@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Dict, List
+from typing import List
 
 _DOPAMINE_FILE = os.path.join(os.path.dirname(__file__), "dopamine_atari_cnn.json")
 
@@ -33,13 +33,6 @@ class PublishedCurve:
 
     def high(self, window: int) -> float:
         return max(self.seeds_by_window[window])
-
-
-def dopamine_games() -> Dict[str, List[str]]:
-    """game -> the Dopamine agents with data for it."""
-    with open(_DOPAMINE_FILE) as handle:
-        data = json.load(handle)
-    return {game: sorted(agents) for game, agents in data["games"].items()}
 
 
 def dopamine_curve(game: str, agent: str = "DQN") -> PublishedCurve:

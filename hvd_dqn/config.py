@@ -106,6 +106,10 @@ class TrainConfig:
     eval_epsilon: float = 0.0
     stop_at_eval_return: Optional[float] = None  # stop training once evaluation reaches this mean return
     stop_consecutive_evals: int = 1  # ... in this many evaluations in a row
+    # Stop once the mean return of the last stop_train_episodes training episodes (as played, over all ranks)
+    # reaches this: gymnasium's "solved" (CartPole-v1: 475 over 100 consecutive episodes).
+    stop_at_train_return: Optional[float] = None
+    stop_train_episodes: int = 100
     checkpoint_interval_env_steps: int = 25_000  # 0: only the final checkpoint
     keep_checkpoints: int = 3
     checkpoint_replay: bool = False  # each rank also saves its replay memory (needs a logdir all ranks share)
@@ -200,6 +204,8 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     _require(config.seed >= 0, "seed", config.seed, "must be an integer >= 0")
     _require(config.stop_consecutive_evals >= 1, "stop_consecutive_evals", config.stop_consecutive_evals,
              "must be a positive number of evaluations")
+    _require(config.stop_train_episodes >= 1, "stop_train_episodes", config.stop_train_episodes,
+             "must be a positive number of episodes")
     _require(1 <= config.n_step <= 100, "n_step", config.n_step, "must be an integer from 1 to 100")
     _require(0.0 <= config.priority_alpha <= 1.0, "priority_alpha", config.priority_alpha,
              "must be in [0, 1] (0 is uniform sampling)")

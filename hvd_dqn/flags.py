@@ -97,6 +97,10 @@ _HELP = {
     "eval_epsilon": "Exploration probability during evaluation (0 is greedy).",
     "stop_at_eval_return": "Stop training (and checkpoint) once an evaluation's mean return reaches this value.",
     "stop_consecutive_evals": "How many evaluations in a row must reach --stop_at_eval_return before training stops.",
+    "stop_at_train_return": "Stop training (and checkpoint) once the mean return of the last --stop_train_episodes "
+                            "training episodes, as played (exploration included) and over all ranks, reaches this "
+                            "value: gymnasium's 'solved' (CartPole-v1: 475 over 100). Checked at each log point.",
+    "stop_train_episodes": "Consecutive training episodes averaged for --stop_at_train_return.",
     "checkpoint_interval_env_steps": "Env steps (summed over ranks) between two checkpoints; 0: only at the end.",
     "keep_checkpoints": "Most recent checkpoints to keep.",
     "checkpoint_replay": "Each rank also writes its replay memory into every checkpoint (one compressed shard per "
@@ -137,7 +141,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
             flags.DEFINE_bool(field.name, default, help_text, flag_values=flag_values)
         elif isinstance(default, int):
             flags.DEFINE_integer(field.name, default, help_text, flag_values=flag_values)
-        elif isinstance(default, float) or field.name == "stop_at_eval_return":
+        elif isinstance(default, float) or field.name in ("stop_at_eval_return", "stop_at_train_return"):
             flags.DEFINE_float(field.name, default, help_text, flag_values=flag_values)
         elif isinstance(default, tuple):
             flags.DEFINE_list(field.name, [str(size) for size in default], help_text, flag_values=flag_values)

@@ -15,7 +15,7 @@ import shutil
 import signal
 import sys
 import time
-from typing import Optional
+from typing import List, Optional
 
 # TensorFlow 2.15 prints C++ start-up chatter, and harmless "Unable to register cuDNN factory" errors,
 # once per rank; set TF_CPP_MIN_LOG_LEVEL=0 to see them.
@@ -41,6 +41,9 @@ class Counters:
     episodes: int = 0  # summed over ranks
     updates: int = 0
     evaluations_at_target: int = 0  # the latest evaluations in a row that reached --stop_at_eval_return
+    # With --stop_at_train_return: the returns of the job's latest --stop_train_episodes training episodes,
+    # oldest first, so that a resumed or elastic run keeps counting the same window.
+    recent_returns: List[float] = dataclasses.field(default_factory=list)
 
 
 class StopSignals:
@@ -212,7 +215,8 @@ class Trainer:
         # Horovod: every rank starts from rank 0's weights, target weights and optimizer state.
         distributed.broadcast_from_chief(self.learner.synchronized_variables)
         if counters is not None:
-            self.counters = Counters(**{field.name: int(counters.get(field.name, 0))
+            self.counters = Counters(**{field.name: [float(value) for value in counters.get(field.name, [])]
+                                        if field.name == "recent_returns" else int(counters.get(field.name, 0))
                                         for field in dataclasses.fields(Counters)})
             self.last_checkpoint_env_steps = self.counters.env_steps
             self._restore_rank_state(resume_from, counters)
@@ -495,11 +499,26 @@ class Trainer:
                              f"{self.counters.env_steps:,}")
         if crossed(config.log_interval_env_steps) or eval_return is not None:
             self._log(epsilon, eval_return)
+            stop = stop or self._solved_in_training()
         if crossed(config.checkpoint_interval_env_steps) or stop:
             self._checkpoint()
         if self.commit is not None and crossed(config.elastic_commit_env_steps):
             self.commit()  # may raise HostsUpdatedInterrupt: a worker is joining (hvd_dqn.elastic)
         return stop
+
+    def _solved_in_training(self) -> bool:
+        """--stop_at_train_return: whether the latest --stop_train_episodes training episodes (every rank has
+        them all after _log) average at least the target. The same answer on every rank."""
+        config, recent = self.config, self.counters.recent_returns
+        if config.stop_at_train_return is None or len(recent) < config.stop_train_episodes:
+            return False
+        mean = float(np.mean(recent))
+        if mean < config.stop_at_train_return:
+            return False
+        if self.world.is_chief:
+            logging.info("the last %d training episodes averaged %.1f >= --stop_at_train_return=%s at %s env steps; "
+                         "stopping", len(recent), mean, config.stop_at_train_return, f"{self.counters.env_steps:,}")
+        return True
 
     def evaluate_during_training(self) -> float:
         """Collective: greedy episodes split over ranks; returns the mean return over all of them."""
@@ -518,6 +537,12 @@ class Trainer:
 
         window, episode_rows = self.rank_metrics.reduce()
         self._sum_episode_counts()
+        if self.config.stop_at_train_return is not None:
+            # In the order they were played: by the job's env steps at their end, then rank and env.
+            played = sorted((env_steps, rank, env, episode_return) for rank, rows in enumerate(episode_rows)
+                            for env_steps, env, episode_return, _ in rows)
+            recent = self.counters.recent_returns + [float(row[3]) for row in played]
+            self.counters.recent_returns = recent[-self.config.stop_train_episodes:]
         self.last_log_env_steps = self.counters.env_steps
         if self.writer is None:
             return

@@ -133,3 +133,26 @@ def test_a_global_batch_that_does_not_split_over_the_ranks_is_named(tmp_path):
     assert len(reports) == 1 and reports[0].startswith("[0]"), "\n".join(lines)
     # horovodrun adds its own summary of the failed job; the ranks themselves print no traceback.
     assert not [line for line in lines if line.startswith(("[0]", "[1]")) and "Traceback" in line]
+
+
+def test_training_stops_once_the_latest_training_episodes_average_the_target(tmp_path):
+    """--stop_at_train_return: gymnasium's "solved", checked at each log point (SHORT_RUN: every 1,000 env
+    steps) over the latest --stop_train_episodes episodes as played. A random CartPole policy lasts about 22
+    steps, so 20 episodes averaging 10 are there at the first log point; 600 is beyond CartPole's maximum."""
+    logdir = tmp_path / "run"
+    _train(2, logdir, "--total_env_steps=4000", "--stop_at_train_return=10", "--stop_train_episodes=20")
+    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+    assert final["env_steps"] == 1000
+    with open(logdir / "episodes.csv") as handle:
+        played = [float(row["return"]) for row in csv.DictReader(handle)]
+    assert len(played) > 20 and final["recent_returns"] == played[-20:]
+    assert np.mean(final["recent_returns"]) >= 10
+
+    unreachable = tmp_path / "unreachable"
+    _train(2, unreachable, "--total_env_steps=2000", "--stop_at_train_return=600", "--stop_train_episodes=20")
+    assert checkpoint.read_counters(checkpoint.latest_checkpoint(str(unreachable)))["env_steps"] == 2000
+    # A resumed run keeps the window it had: the counters carry it.
+    _train(2, unreachable, "--total_env_steps=3000", "--stop_at_train_return=600", "--stop_train_episodes=20",
+           "--resume")
+    resumed = checkpoint.read_counters(checkpoint.latest_checkpoint(str(unreachable)))
+    assert resumed["env_steps"] == 3000 and len(resumed["recent_returns"]) == 20

@@ -10,7 +10,8 @@ how many env steps each run needed to reach a target return, and the return at a
 consecutive training episodes, as they were played (ordered by the env step at which they ended, over all
 ranks), is at least --target. The env steps to target are those at the end of the window's last episode.
 The return at the budget is the mean of the last --window training episodes of the run. Evaluation during
-training is switched off, so runs are not stopped early and every run is measured at the same budget.
+training and the preset's --stop_at_train_return are switched off, so no run stops early and every run is
+measured at the same budget.
 
 Runs already finished in --workdir (a final checkpoint at the budget) are not run again, so a study can be
 stopped and continued. Ranks beyond the cores oversubscribe them: env steps, not wall time, are compared.
@@ -85,7 +86,8 @@ def train(ranks: int, seed: int, logdir: str, args, extra):
     command = [os.path.join(REPO, ".venv", "bin", "horovodrun"), "-np", str(ranks), "--gloo",
                os.path.join(REPO, ".venv", "bin", "python"), "-m", "hvd_dqn.train", f"--flagfile={args.flagfile}",
                f"--seed={seed}", f"--logdir={logdir}", f"--total_env_steps={args.budget_env_steps}",
-               "--eval_interval_env_steps=0", f"--checkpoint_interval_env_steps={args.budget_env_steps}", *extra]
+               "--eval_interval_env_steps=0", "--stop_at_train_return=inf",
+               f"--checkpoint_interval_env_steps={args.budget_env_steps}", *extra]
     os.makedirs(os.path.dirname(logdir), exist_ok=True)
     start = time.time()
     with open(logdir + ".log", "w") as log:

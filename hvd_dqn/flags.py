@@ -141,7 +141,7 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
             flags.DEFINE_bool(field.name, default, help_text, flag_values=flag_values)
         elif isinstance(default, int):
             flags.DEFINE_integer(field.name, default, help_text, flag_values=flag_values)
-        elif isinstance(default, float) or field.name in ("stop_at_eval_return", "stop_at_train_return"):
+        elif isinstance(default, float) or field.type == "Optional[float]":  # an optional number: None is unset
             flags.DEFINE_float(field.name, default, help_text, flag_values=flag_values)
         elif isinstance(default, tuple):
             flags.DEFINE_list(field.name, [str(size) for size in default], help_text, flag_values=flag_values)

@@ -99,6 +99,13 @@ class RankMetrics:
         }, episode_rows
 
 
+def episodes_as_played(rows_by_rank: List[list]) -> List[tuple]:
+    """Every rank's finished episodes (RankMetrics.reduce's rows) as (env steps, rank, env, return, length),
+    in the order they were played: by the job's env steps at their end, then rank and env."""
+    return sorted((env_steps, rank, env, episode_return, length)
+                  for rank, rows in enumerate(rows_by_rank) for env_steps, env, episode_return, length in rows)
+
+
 class MetricsWriter:
     """Rank 0's console, TensorBoard and CSV output."""
 
@@ -114,10 +121,8 @@ class MetricsWriter:
         self._episodes_file, self._episodes = _open_csv(os.path.join(logdir, "episodes.csv"), EPISODE_CSV_COLUMNS)
 
     def write_episodes(self, rows_by_rank: List[list]) -> None:
-        """Appends each rank's finished episodes to episodes.csv, in order of env steps."""
-        rows = [(env_steps, rank, env, episode_return, length)
-                for rank, rows in enumerate(rows_by_rank) for env_steps, env, episode_return, length in rows]
-        for env_steps, rank, env, episode_return, length in sorted(rows):
+        """Appends each rank's finished episodes to episodes.csv, in the order they were played."""
+        for env_steps, rank, env, episode_return, length in episodes_as_played(rows_by_rank):
             self._episodes.writerow({"env_steps": env_steps, "env_frames": env_steps * self._frames_per_step,
                                      "rank": rank, "env": env, "return": _format(float(episode_return)),
                                      "length": length})

@@ -534,14 +534,13 @@ class Trainer:
 
     def _log(self, epsilon, eval_return) -> None:
         from hvd_dqn.learner import current_learning_rate
+        from hvd_dqn.metrics import episodes_as_played
 
         window, episode_rows = self.rank_metrics.reduce()
         self._sum_episode_counts()
         if self.config.stop_at_train_return is not None:
-            # In the order they were played: by the job's env steps at their end, then rank and env.
-            played = sorted((env_steps, rank, env, episode_return) for rank, rows in enumerate(episode_rows)
-                            for env_steps, env, episode_return, _ in rows)
-            recent = self.counters.recent_returns + [float(row[3]) for row in played]
+            played = [float(episode[3]) for episode in episodes_as_played(episode_rows)]
+            recent = self.counters.recent_returns + played
             self.counters.recent_returns = recent[-self.config.stop_train_episodes:]
         self.last_log_env_steps = self.counters.env_steps
         if self.writer is None:

@@ -188,6 +188,12 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     for name, allowed in choices:
         value = getattr(config, name)
         _require(value in allowed, name, value, f"must be one of {', '.join(allowed)}")
+    # Scaling the step size by N answers a global batch N times larger; under --rank_scaling=updates the
+    # global batch is --batch_size whatever N, so the two together would only raise the rate silently.
+    _require(not (config.scale_lr_by_workers and config.rank_scaling == "updates"), "rank_scaling",
+             config.rank_scaling, "keeps the global batch at --batch_size for any number of ranks, so "
+             "--scale_lr_by_workers (a rule for a batch that grows with the ranks) does not apply; "
+             "add --noscale_lr_by_workers")
     _require(0.0 <= config.rmsprop_rho < 1.0, "rmsprop_rho", config.rmsprop_rho, "must be in [0, 1)")
     _require(config.rmsprop_epsilon > 0.0, "rmsprop_epsilon", config.rmsprop_epsilon, "must be a number > 0")
     _require(0.0 < config.target_update_tau <= 1.0, "target_update_tau", config.target_update_tau,

@@ -153,6 +153,10 @@ def test_variants_are_off_by_default_and_on_in_the_rainbow_lite_preset():
     (["--loss=l1"], "--loss=l1: must be one of huber, mse"),
     (["--target_update_tau=0"], "--target_update_tau=0.0: must be in (0, 1] (1 copies the online network)"),
     (["--rank_scaling=both"], "--rank_scaling=both: must be one of batch, updates"),
+    (["--rank_scaling=updates", "--scale_lr_by_workers"],
+     "--rank_scaling=updates: keeps the global batch at --batch_size for any number of ranks, so "
+     "--scale_lr_by_workers (a rule for a batch that grows with the ranks) does not apply; add "
+     "--noscale_lr_by_workers"),
     (["--optimizer=sgd"], "--optimizer=sgd: must be one of adam, rmsprop"),
     (["--epsilon_decay_start_env_steps=-5"], "--epsilon_decay_start_env_steps=-5: must be an integer >= 0"),
     (["--priority_alpha=1.5"], "--priority_alpha=1.5: must be in [0, 1]"),

@@ -97,6 +97,10 @@ class TrainConfig:
     scale_lr_by_workers: bool = False  # multiply the learning rate by the number of ranks (Goyal et al. 2017)
     lr_scale_rule: str = "linear"  # with scale_lr_by_workers: times N (Goyal et al.) or times sqrt(N)
     lr_warmup_updates: int = 0  # updates over which the scaled learning rate ramps up linearly
+    # Linear decay of the step size, to learning_rate_end (times the rank scale, if any) after lr_decay_updates
+    # updates; None: a constant step size.
+    learning_rate_end: Optional[float] = None
+    lr_decay_updates: int = 0
 
     # Logging, evaluation, checkpoints.
     logdir: str = "runs/cartpole"
@@ -162,7 +166,7 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
         value = getattr(config, name)
         _require(isinstance(value, int) and value > 0, name, value, "must be a positive integer")
     non_negative_ints = (
-        "epsilon_decay_env_steps", "epsilon_decay_start_env_steps", "lr_warmup_updates", "eval_interval_env_steps",
+        "epsilon_decay_env_steps", "epsilon_decay_start_env_steps", "lr_warmup_updates", "lr_decay_updates", "eval_interval_env_steps",
         "checkpoint_interval_env_steps", "intra_op_threads",
     )
     for name in non_negative_ints:
@@ -188,6 +192,14 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     for name, allowed in choices:
         value = getattr(config, name)
         _require(value in allowed, name, value, f"must be one of {', '.join(allowed)}")
+    if config.learning_rate_end is not None:
+        _require(config.learning_rate_end >= 0.0, "learning_rate_end", config.learning_rate_end,
+                 "must be a number >= 0")
+        _require(config.lr_decay_updates > 0, "learning_rate_end", config.learning_rate_end,
+                 "needs --lr_decay_updates > 0 (the updates over which the step size decays to it)")
+    else:
+        _require(config.lr_decay_updates == 0, "lr_decay_updates", config.lr_decay_updates,
+                 "needs --learning_rate_end (the step size to decay to)")
     # Scaling the step size by N answers a global batch N times larger; under --rank_scaling=updates the
     # global batch is --batch_size whatever N, so the two together would only raise the rate silently.
     _require(not (config.scale_lr_by_workers and config.rank_scaling == "updates"), "rank_scaling",

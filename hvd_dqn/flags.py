@@ -90,6 +90,10 @@ _HELP = {
     "scale_lr_by_workers": "Multiply the learning rate by the number of ranks (the effective batch grows "
                            "with them; Goyal et al. 2017).",
     "lr_warmup_updates": "Updates over which a scaled learning rate ramps up linearly from the base value; 0: none.",
+    "learning_rate_end": "Decay the step size linearly from --learning_rate to this value over --lr_decay_updates "
+                         "updates, then keep it (both times the rank scale of --scale_lr_by_workers); unset: "
+                         "a constant step size.",
+    "lr_decay_updates": "Updates over which the step size decays to --learning_rate_end; 0 without it.",
     "logdir": "Folder for checkpoints, metrics.csv, TensorBoard events and config.json (written by rank 0).",
     "log_interval_env_steps": "Env steps (summed over ranks) between two progress lines / metrics rows.",
     "eval_interval_env_steps": "Env steps (summed over ranks) between greedy evaluations during training; 0: never.",

@@ -8,7 +8,7 @@ and each rank would silently train alone (see ../shared/TOOLCHAIN.md and tests/t
 """
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -191,14 +191,16 @@ def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: flo
                    scale_lr_by_workers: bool, lr_warmup_updates: int, distributed: bool = True,
                    elastic: bool = False, fp16_allreduce: bool = False, mixed_precision: bool = False,
                    optimizer: str = "adam", rmsprop_rho: float = 0.95, rmsprop_epsilon: float = 0.01,
-                   rmsprop_centered: bool = True, lr_scale_rule: str = "linear"):
+                   rmsprop_centered: bool = True, lr_scale_rule: str = "linear",
+                   learning_rate_end: Optional[float] = None, lr_decay_updates: int = 0):
     """Adam (or, with optimizer="rmsprop", RootEpsilonRMSprop), wrapped in Horovod's DistributedOptimizer
     (unless distributed=False, for comparisons).
 
     `max_grad_norm` clips the global norm of the gradient after it has been averaged over ranks (Keras
     clips in apply_gradients, which runs after DistributedOptimizer's allreduce), so all ranks clip alike.
     With `elastic` the scaled rate is a schedule even for one rank, so `rescale_learning_rate` can follow
-    the world as workers leave and join.
+    the world as workers leave and join. With `learning_rate_end` the rate (scaled or not) decays linearly
+    to it, times the same scale, over `lr_decay_updates` updates.
 
     With `mixed_precision` the result is a Keras LossScaleOptimizer (dynamic loss scaling) around Adam, not
     a DistributedOptimizer: Horovod 0.28.1 cannot wrap a Keras 2.11+ LossScaleOptimizer (TypeError, horovod
@@ -208,9 +210,13 @@ def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: flo
     from hvd_dqn.schedules import WarmupToScaledLearningRate, learning_rate_scale
 
     rate = learning_rate
-    if scale_lr_by_workers and (world_size > 1 or elastic):
-        rate = WarmupToScaledLearningRate(learning_rate, learning_rate_scale(world_size, lr_scale_rule),
-                                          lr_warmup_updates)
+    scaled, decaying = scale_lr_by_workers and (world_size > 1 or elastic), learning_rate_end is not None
+    if scaled or decaying:
+        rate = WarmupToScaledLearningRate(
+            learning_rate, learning_rate_scale(world_size, lr_scale_rule) if scaled else 1.0,
+            lr_warmup_updates if scaled else 0,
+            end_fraction=learning_rate_end / learning_rate if decaying else 1.0,
+            decay_updates=lr_decay_updates if decaying else 0)
     if optimizer == "adam":
         built = tf.keras.optimizers.Adam(learning_rate=rate, epsilon=adam_epsilon, global_clipnorm=max_grad_norm or None)
     elif optimizer == "rmsprop":

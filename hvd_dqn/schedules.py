@@ -52,30 +52,41 @@ def learning_rate_scale(world_size: int, rule: str = "linear") -> float:
 # Registered so Horovod can rebuild the optimizer from its config (DistributedOptimizer uses from_config).
 @tf.keras.utils.register_keras_serializable(package="hvd_dqn")
 class WarmupToScaledLearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):
-    """Learning rate `base * scale`, reached linearly from `base` over `warmup_updates` updates.
+    """Learning rate `base * scale`, reached linearly from `base` over `warmup_updates` updates, and all of it
+    multiplied by a factor that falls linearly from 1 to `end_fraction` over `decay_updates` updates.
 
     With data parallelism the effective batch grows with the number of ranks; Goyal et al. (2017) scale the
     learning rate with it and warm up gradually so early updates do not diverge. Horovod's Keras examples
-    do the same with `LearningRateWarmupCallback`; this is the custom-loop equivalent.
+    do the same with `LearningRateWarmupCallback`; this is the custom-loop equivalent. The decay is the
+    linear schedule Stable-Baselines3 offers for its learning rates: large steps while the values are far
+    off, small ones once the policy is good, so late updates do not undo it.
     """
 
-    def __init__(self, base: float, scale: float, warmup_updates: int):
+    def __init__(self, base: float, scale: float, warmup_updates: int, end_fraction: float = 1.0,
+                 decay_updates: int = 0):
         super().__init__()
         self.base = float(base)
         # A variable, not a constant baked into the traced update: under Horovod Elastic the number of
         # ranks changes while the job runs, and `set_scale` follows it.
         self.scale = tf.Variable(float(scale), trainable=False, dtype=tf.float32, name="lr_scale")
         self.warmup_updates = int(warmup_updates)
+        self.end_fraction = float(end_fraction)
+        self.decay_updates = int(decay_updates)
 
     def set_scale(self, scale: float) -> None:
         self.scale.assign(float(scale))
 
     def __call__(self, step):
-        target = self.base * self.scale
-        if self.warmup_updates <= 0:
-            return tf.identity(target)
-        fraction = tf.minimum(tf.cast(step, tf.float32) / float(self.warmup_updates), 1.0)
-        return self.base + fraction * (target - self.base)
+        step = tf.cast(step, tf.float32)
+        rate = self.base * self.scale
+        if self.warmup_updates > 0:
+            fraction = tf.minimum(step / float(self.warmup_updates), 1.0)
+            rate = self.base + fraction * (rate - self.base)
+        if self.decay_updates > 0:
+            fraction = tf.minimum(step / float(self.decay_updates), 1.0)
+            rate = rate * (1.0 + fraction * (self.end_fraction - 1.0))
+        return tf.identity(rate)
 
     def get_config(self):
-        return {"base": self.base, "scale": float(self.scale.numpy()), "warmup_updates": self.warmup_updates}
+        return {"base": self.base, "scale": float(self.scale.numpy()), "warmup_updates": self.warmup_updates,
+                "end_fraction": self.end_fraction, "decay_updates": self.decay_updates}

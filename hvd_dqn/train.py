@@ -109,7 +109,9 @@ class Trainer:
                                    elastic=config.elastic, fp16_allreduce=config.fp16_allreduce,
                                    mixed_precision=config.mixed_precision, optimizer=config.optimizer,
                                    rmsprop_rho=config.rmsprop_rho, rmsprop_epsilon=config.rmsprop_epsilon,
-                                   rmsprop_centered=config.rmsprop_centered, lr_scale_rule=config.lr_scale_rule)
+                                   rmsprop_centered=config.rmsprop_centered, lr_scale_rule=config.lr_scale_rule,
+                                   learning_rate_end=config.learning_rate_end,
+                                   lr_decay_updates=config.lr_decay_updates)
         self.learner = DQNLearner(online, target, optimizer, config.double_dqn, config.huber_delta, xla=config.xla,
                                   fp16_allreduce=config.fp16_allreduce, loss=config.loss)
         self.replay = make_replay_memory(config, spec)
@@ -170,7 +172,9 @@ class Trainer:
         old_size = self.world.size
         self.world = distributed.current_world()
         self._take_place_in_world()
-        rescaled = rescale_learning_rate(self.learner.optimizer, self.world.size, self.config.lr_scale_rule)
+        # Only a --scale_lr_by_workers rate follows the world; a decay-only schedule keeps its scale of 1.
+        rescaled = self.config.scale_lr_by_workers and rescale_learning_rate(
+            self.learner.optimizer, self.world.size, self.config.lr_scale_rule)
         # A joining rank starts with an empty memory; no rank updates until all have --learning_starts.
         self.replay_ready = False
         # Only rank 0 reports progress (main() quiets the others); a rank promoted to rank 0 takes over.

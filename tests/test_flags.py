@@ -153,6 +153,10 @@ def test_variants_are_off_by_default_and_on_in_the_rainbow_lite_preset():
     (["--loss=l1"], "--loss=l1: must be one of huber, mse"),
     (["--target_update_tau=0"], "--target_update_tau=0.0: must be in (0, 1] (1 copies the online network)"),
     (["--rank_scaling=both"], "--rank_scaling=both: must be one of batch, updates"),
+    (["--learning_rate_end=0.0001"],
+     "--learning_rate_end=0.0001: needs --lr_decay_updates > 0 (the updates over which the step size decays to it)"),
+    (["--lr_decay_updates=5000"], "--lr_decay_updates=5000: needs --learning_rate_end (the step size to decay to)"),
+    (["--learning_rate_end=-1", "--lr_decay_updates=5"], "--learning_rate_end=-1.0: must be a number >= 0"),
     (["--rank_scaling=updates", "--scale_lr_by_workers"],
      "--rank_scaling=updates: keeps the global batch at --batch_size for any number of ranks, so "
      "--scale_lr_by_workers (a rule for a batch that grows with the ranks) does not apply; add "

@@ -171,6 +171,24 @@ def test_rescaling_the_learning_rate_changes_the_step_of_the_distributed_optimiz
     assert not rescale_learning_rate(make_optimizer(1e-2, 1e-7, 0.0, 1, True, 0), 3)  # fixed world: no schedule
 
 
+def test_the_distributed_optimizer_takes_decaying_steps_with_learning_rate_end():
+    """--learning_rate_end: Horovod rebuilds the wrapped optimizer from its config, and the rebuilt one must
+    still decay. Adam's step under a constant gradient is exactly the learning rate of that update."""
+    import horovod.tensorflow as hvd
+
+    hvd.init()
+    optimizer = make_optimizer(1e-2, 1e-7, 0.0, 1, False, 0, learning_rate_end=1e-3, lr_decay_updates=3)
+    variable = tf.Variable([0.0])
+    steps = []
+    for _ in range(5):
+        before = float(variable.numpy()[0])
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(variable)
+        optimizer.minimize(loss, [variable], tape=tape)
+        steps.append(before - float(variable.numpy()[0]))
+    assert steps == pytest.approx([1e-2, 7e-3, 4e-3, 1e-3, 1e-3], rel=1e-4)
+
+
 def test_the_update_from_compact_frames_equals_the_update_from_stacks():
     """The frame memory hands the learner (B, stack + n, H, W) frames and s_t+k's offset; the stacks built
     from them inside the update must be the ones NumPy builds, so both updates match."""

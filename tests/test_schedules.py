@@ -19,6 +19,18 @@ def test_learning_rate_warms_up_to_the_scaled_value(update, expected):
     assert float(schedule(tf.constant(update))) == pytest.approx(expected, rel=1e-6)
 
 
+@pytest.mark.parametrize("update, expected", [(0, 1e-3), (50, 5.5e-4), (100, 1e-4), (5000, 1e-4)])
+def test_learning_rate_decays_linearly_to_its_end_value_then_stays(update, expected):
+    schedule = WarmupToScaledLearningRate(1e-3, 1.0, 0, end_fraction=0.1, decay_updates=100)
+    assert float(schedule(tf.constant(update))) == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("update, expected", [(0, 1e-3), (10, 2e-3 * 0.91), (100, 2e-4), (300, 2e-4)])
+def test_a_scaled_and_warmed_up_learning_rate_decays_by_the_same_factor(update, expected):
+    schedule = WarmupToScaledLearningRate(1e-3, 2.0, 10, end_fraction=0.1, decay_updates=100)
+    assert float(schedule(tf.constant(update))) == pytest.approx(expected, rel=1e-6)
+
+
 def test_learning_rate_without_warmup_is_scaled_at_once():
     assert float(WarmupToScaledLearningRate(1e-3, 2, 0)(0)) == pytest.approx(2e-3)
 

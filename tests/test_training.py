@@ -44,12 +44,15 @@ def test_rank_0_is_the_only_writer(tmp_path):
 
 def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
     logdir = tmp_path / "run"
-    _train(2, logdir, "--total_env_steps=4000")
+    # A step size decaying linearly from 1e-3 over 1,000 updates: the resumed half must go on from where the
+    # optimizer's update count stopped, not restart the decay.
+    decay = ["--learning_rate=0.001", "--learning_rate_end=0.0001", "--lr_decay_updates=1000"]
+    _train(2, logdir, "--total_env_steps=4000", *decay)
     halfway = checkpoint.latest_checkpoint(str(logdir))
     first = checkpoint.read_counters(halfway)
     assert first["env_steps"] == 4000 and first["updates"] > 0 and first["episodes"] > 0
 
-    _train(2, logdir, "--total_env_steps=8000", "--resume")
+    _train(2, logdir, "--total_env_steps=8000", "--resume", *decay)
     final_path = checkpoint.latest_checkpoint(str(logdir))
     final = checkpoint.read_counters(final_path)
     assert final["env_steps"] == 8000
@@ -66,6 +69,10 @@ def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
     for row in resumed:
         assert float(row["epsilon"]) == pytest.approx(schedule(int(row["env_steps"]) - 4), abs=1e-4)
     assert int(resumed[-1]["updates"]) == final["updates"]
+    for row in rows:  # metrics.csv logs the rate the latest update used: update number `updates`, counted from 0
+        expected = 1e-3 * (1 - 0.9 * min((int(row["updates"]) - 1) / 1000, 1.0))
+        assert float(row["learning_rate"]) == pytest.approx(expected, rel=1e-3), row
+    assert float(rows[-1]["learning_rate"]) < 5e-4  # the decay went on past the resume (900 updates in all)
 
     import tensorflow as tf
 
@@ -82,28 +89,28 @@ def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
 @pytest.mark.parametrize("ranks, variant", [
     (2, []),
     (1, []),
-    # Prioritised replay with 3-step returns (issue 4's learning check), on top of the preset's double DQN.
-    (2, ["--prioritized_replay", "--n_step=3"]),
-], ids=["np2", "np1", "np2-prioritized-3step"])
+    # Prioritised replay (issue 4's learning check) on top of the preset's double DQN and 3-step returns.
+    (2, ["--prioritized_replay"]),
+], ids=["np2", "np1", "np2-prioritized"])
 def test_cartpole_preset_is_solved_within_100k_env_steps(tmp_path, ranks, variant):
+    """Solved as gymnasium defines it for CartPole-v1: the last 100 training episodes, as played over all
+    ranks (with the run's own exploration), average at least 475; the preset stops there."""
     logdir = tmp_path / "run"
     horovodrun(ranks, [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-                       f"--logdir={logdir}"] + variant, timeout=1200)
+                       f"--logdir={logdir}"] + variant, timeout=1500)
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
     assert final["env_steps"] <= 100_000
-    # The evaluation during training (20 greedy episodes on seeds training never uses) reached the preset's
-    # stop target, far above CartPole-v1's solved threshold of 475, within 100,000 env steps.
-    evaluations = [(int(row["env_steps"]), float(row["eval_return_mean"])) for row in _metrics(logdir)
-                   if row["eval_return_mean"]]
-    assert evaluations[-1][1] >= 495 and evaluations[-1][0] == final["env_steps"], evaluations
-    # A fresh evaluation of the stopped policy on 20 other episodes. It is lower at times (456.5 was seen
-    # at -np 2, seed 0, 2026-11-22): a policy that just reached 500 is not always solid yet; a collapsed or
-    # lucky one would score far lower.
+    with open(logdir / "episodes.csv") as handle:
+        played = [float(row["return"]) for row in csv.DictReader(handle)]
+    # The stop rule's window is the episodes.csv's last 100 rows, and it averages at least 475.
+    assert final["recent_returns"] == played[-100:]
+    assert np.mean(played[-100:]) >= 475, (final["env_steps"], np.mean(played[-100:]))
+    # A fresh greedy evaluation of the stopped policy on 20 episodes of seeds training never used.
     report = tmp_path / "eval.json"
     python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=20", f"--json={report}"], timeout=300)
     result = json.loads(report.read_text())
     assert result["episodes"] == 20
-    assert result["mean_return"] >= 400, result
+    assert result["mean_return"] >= 450, result
 
 
 @pytest.mark.parametrize("rank_scaling", ["batch", "updates"])

@@ -12,9 +12,13 @@ import pytest
 from conftest import PYTHON, REPO, _horovodrun, horovodrun, python_module, subprocess_env
 from hvd_dqn import checkpoint
 
-# CartPole, 4 envs per rank, learning from 1,000 transitions per rank, one update per env step per rank.
+# CartPole, 4 envs per rank, learning from 1,000 transitions per rank, one update per env step per rank, and the
+# linear learning-rate rule following the world: pinned here, so the update counts below do not move with the
+# preset's tuning. No stop rule: every job runs to its budget.
 CARTPOLE = [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--eval_interval_env_steps=0", "--elastic",
-            "--elastic_commit_env_steps=1000", "--log_interval_env_steps=1000", "--checkpoint_interval_env_steps=4000"]
+            "--elastic_commit_env_steps=1000", "--log_interval_env_steps=1000", "--checkpoint_interval_env_steps=4000",
+            "--rank_scaling=batch", "--train_frequency=1", "--batch_size=64", "--scale_lr_by_workers",
+            "--lr_warmup_updates=1000", "--stop_at_train_return=inf"]
 
 
 def test_rollback_restores_networks_optimizer_and_counters_exactly():

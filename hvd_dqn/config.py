@@ -166,8 +166,8 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
         value = getattr(config, name)
         _require(isinstance(value, int) and value > 0, name, value, "must be a positive integer")
     non_negative_ints = (
-        "epsilon_decay_env_steps", "epsilon_decay_start_env_steps", "lr_warmup_updates", "lr_decay_updates", "eval_interval_env_steps",
-        "checkpoint_interval_env_steps", "intra_op_threads",
+        "epsilon_decay_env_steps", "epsilon_decay_start_env_steps", "lr_warmup_updates", "lr_decay_updates",
+        "eval_interval_env_steps", "checkpoint_interval_env_steps", "intra_op_threads",
     )
     for name in non_negative_ints:
         value = getattr(config, name)

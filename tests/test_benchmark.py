@@ -13,8 +13,9 @@ KEYS = ("env_raw_steps_per_s", "actor_steps_per_s", "learner_updates_per_s", "pl
 def test_benchmark_measures_every_stage_and_writes_json(tmp_path):
     report = tmp_path / "bench.json"
     result = python_module("hvd_dqn.benchmark", [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-                                                 "--replay_capacity=2000", "--learning_starts=1000", "--train_frequency=2",
-                                                 "--round_seconds=0.3", "--rounds=2", f"--json={report}"], timeout=300)
+                                                 "--replay_capacity=2000", "--learning_starts=1000",
+                                                 "--train_frequency=2", "--round_seconds=0.3", "--rounds=2",
+                                                 f"--json={report}"], timeout=300)
     results = json.loads(report.read_text())
     for key in KEYS:
         assert results[key] > 0, key
@@ -23,8 +24,9 @@ def test_benchmark_measures_every_stage_and_writes_json(tmp_path):
     # Two float32 observations of 4 values, a uint8 action, float32 reward and discount, two flags.
     assert results["replay_bytes_per_transition"] == 2 * 4 * 4 + 1 + 4 + 4 + 2
     assert results["cores"] >= 1 and results["rounds"] == 2
+    # At --train_frequency=2 each update pays for 2 env steps.
     assert results["overlap_efficiency"] == results["train_steps_per_s"] / min(
-        results["actor_steps_per_s"], results["learner_updates_per_s"] * 2)  # learning can pay for 2 env steps per update
+        results["actor_steps_per_s"], results["learner_updates_per_s"] * 2)
 
 
 def test_benchmark_names_a_bad_setting(tmp_path):

@@ -94,7 +94,19 @@ def train(ranks: int, seed: int, logdir: str, args, extra):
         status = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO).returncode
     if status != 0:
         raise StudyError(f"ranks {ranks}, seed {seed}: hvd_dqn.train exited with status {status}; see {logdir}.log")
-    return time.time() - start
+    wall = time.time() - start
+    with open(logdir + ".wall_s", "w") as handle:  # kept beside the log, so a continued study still reports it
+        handle.write(f"{wall:.1f}\n")
+    return wall
+
+
+def recorded_wall(logdir: str):
+    """The wall time a finished run took when the study trained it, or None if it was not recorded."""
+    try:
+        with open(logdir + ".wall_s") as handle:
+            return float(handle.read())
+    except (OSError, ValueError):
+        return None
 
 
 def summarise(records, ranks_list):
@@ -181,7 +193,7 @@ def main(argv=None) -> int:
         for ranks in ranks_list:
             for seed in seeds:
                 logdir = os.path.abspath(os.path.join(args.workdir, f"np{ranks}_seed{seed}"))
-                wall = None
+                wall = recorded_wall(logdir)
                 done = finished_env_steps(logdir)
                 if done is None or done < args.budget_env_steps:
                     if os.path.exists(logdir):

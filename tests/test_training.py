@@ -88,10 +88,11 @@ def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
 
 @pytest.mark.parametrize("ranks, variant", [
     (2, []),
-    (1, []),
-    # Prioritised replay (issue 4's learning check) on top of the preset's double DQN and 3-step returns.
-    (2, ["--prioritized_replay"]),
-], ids=["np2", "np1", "np2-prioritized"])
+    # Prioritised replay (issue 4's learning check) on top of the preset's double DQN and 3-step returns, at
+    # one rank so that CI's time budget holds both rank counts: measured here, solved at 60,000 env steps in
+    # 292 s beside two other jobs (the plain preset at one rank: 75-80k, results/cartpole_preset_search/).
+    (1, ["--prioritized_replay"]),
+], ids=["np2", "np1-prioritized"])
 def test_cartpole_preset_is_solved_within_100k_env_steps(tmp_path, ranks, variant):
     """Solved as gymnasium defines it for CartPole-v1: the last 100 training episodes, as played over all
     ranks (with the run's own exploration), average at least 475; the preset stops there."""

@@ -40,6 +40,7 @@ setup(
         "console_scripts": [
             "hvd-dqn-train=hvd_dqn.train:run",
             "hvd-dqn-evaluate=hvd_dqn.evaluate:run",
+            "hvd-dqn-export=hvd_dqn.export:run",
         ]
     },
 )

@@ -16,6 +16,8 @@ round, so both see the same machine load; ratios between them are what the targe
   replay ratio) with acting overlapped with learning, against train_steps_per_s_no_overlap, the same in order;
   both trainers' memories are filled to the preset's capacity first. overlap_efficiency: train_steps_per_s
   over the slower of the two stages alone, min(actor_steps_per_s, learner_updates_per_s x train_frequency).
+- policy_actions_per_s_batch{1,32,256}: greedy actions per second from the exported policy (the SavedModel
+  `python -m hvd_dqn.export` writes, loaded back), called with 1, 32 or 256 observations at a time.
 Under horovodrun with two or more ranks (`scripts/benchmark.sh` runs both), it measures the gradient
 allreduce instead and adds to --json: allreduce_ms_per_update (the Q-network's gradients, averaged across
 ranks as DistributedOptimizer does, Horovod's tensor fusion included), gradient_bytes_per_update,
@@ -207,6 +209,9 @@ def run_benchmark(config, seconds: float, rounds: int) -> dict:
     results["learner_vs_plain_tf"] = results["learner_updates_per_s"] / results["plain_tf_updates_per_s"]
     del replay, acting_replay  # free their memory before the trainers fill theirs
 
+    # --- serving: the exported SavedModel's greedy actions, per batch size --------------------------------
+    results.update(_exported_policy_rates(online, spec, rng, seconds, rounds))
+
     # --- full training: the trainer's own iteration with and without overlap ------------------------------
     results.update(_rename(side_by_side(_training_steps(config, spec, rng), seconds, rounds),
                            overlap="train_steps_per_s", in_order="train_steps_per_s_no_overlap"))
@@ -335,6 +340,42 @@ def _fill(replay, spec, num_envs: int, rng: np.random.Generator) -> None:
                    (~ended).astype(np.float32), observation, ended)
 
 
+POLICY_BATCH_SIZES = (1, 32, 256)
+
+
+def _exported_policy_rates(online, spec, rng: np.random.Generator, seconds: float, rounds: int) -> dict:
+    """Actions per second of the greedy policy as `python -m hvd_dqn.export` writes it (SavedModel, loaded back,
+    its serving signature called), at each of POLICY_BATCH_SIZES observations per call."""
+    import tempfile
+
+    import tensorflow as tf
+
+    from hvd_dqn.serving import greedy_policy_module
+
+    policy = greedy_policy_module(online, spec.observation_shape, tf.as_dtype(spec.observation_dtype))
+    with tempfile.TemporaryDirectory(prefix="hvd_dqn_policy_") as folder:
+        tf.saved_model.save(policy, folder, signatures={"serving_default": policy.serve})
+        serve = tf.saved_model.load(folder).signatures["serving_default"]
+    steps = {}
+    for batch in POLICY_BATCH_SIZES:
+        shape = (batch, *spec.observation_shape)
+        if np.dtype(spec.observation_dtype) == np.uint8:
+            observation = rng.integers(0, 256, size=shape, dtype=np.uint8)
+        elif np.dtype(spec.observation_dtype) == np.bool_:
+            observation = rng.random(shape) < 0.5
+        else:
+            observation = rng.normal(size=shape).astype(spec.observation_dtype)
+        observation = tf.constant(observation)
+
+        def step(observation=observation, batch=batch):
+            serve(observation=observation)["actions"].numpy()  # .numpy(): the actions reach the caller
+            return batch
+
+        step()  # the first call of each shape outside the timing
+        steps[f"policy_actions_per_s_batch{batch}"] = step
+    return side_by_side(steps, seconds, rounds)
+
+
 def _rename(values: dict, **names) -> dict:
     return {names[key]: value for key, value in values.items()}
 
@@ -343,7 +384,7 @@ SINGLE_PROCESS_KEYS = (
     "env_raw_steps_per_s", "actor_steps_per_s", "learner_updates_per_s", "plain_tf_updates_per_s",
     "learner_vs_plain_tf", "replay_sample_batches_per_s", "bare_gather_batches_per_s", "replay_sample_vs_bare_gather",
     "replay_bytes_per_transition", "train_steps_per_s", "train_steps_per_s_no_overlap", "overlap_speedup",
-    "overlap_efficiency")
+    "overlap_efficiency") + tuple(f"policy_actions_per_s_batch{batch}" for batch in POLICY_BATCH_SIZES)
 ALLREDUCE_KEYS = ("ranks", "gradient_bytes_per_update", "allreduce_ms_per_update", "loopback_bytes_per_s",
                   "ring_allreduce_ms_predicted")
 

@@ -107,6 +107,45 @@ def restore(path: str, items: Dict[str, object]) -> dict:
     return read_counters(path)
 
 
+class CheckpointNotFound(Exception):
+    """No usable checkpoint where the user pointed; the message names the flag and the problem."""
+
+
+def resolve(logdir: Optional[str], explicit: Optional[str]) -> str:
+    """The checkpoint folder a command line names: `explicit` (--checkpoint) if given, which must be complete,
+    else the newest complete one under `logdir` (--logdir)."""
+    if explicit:
+        if not os.path.exists(os.path.join(explicit, COMPLETE_MARKER)):
+            raise CheckpointNotFound(f"--checkpoint={explicit}: not a complete checkpoint folder (no {COMPLETE_MARKER} "
+                                     "marker)")
+        return explicit
+    if not logdir:
+        raise CheckpointNotFound("--logdir: required (or --checkpoint)")
+    if not os.path.isdir(logdir):
+        raise CheckpointNotFound(f"--logdir={logdir}: no such folder")
+    latest = latest_checkpoint(logdir)
+    if latest is None:
+        raise CheckpointNotFound(f"--logdir={logdir}: no complete checkpoint under {checkpoint_root(logdir)}")
+    return latest
+
+
+def load_online_network(path: str, num_envs: int = 1):
+    """(config, vector env of `num_envs` envs, online Q-network) of checkpoint folder `path`: the network rebuilt
+    from the config stored beside it, with the checkpoint's online weights. Only what acting needs is read;
+    the optimizer and target network in the file are skipped. The caller closes the env."""
+    import tensorflow as tf
+
+    from hvd_dqn.config import TrainConfig
+    from hvd_dqn.envs import make_env_for, spec_of
+    from hvd_dqn.networks import q_network_for
+
+    config = TrainConfig.from_json(read_config_json(path))
+    env = make_env_for(config, num_envs)
+    online = q_network_for(config, spec_of(env), "online")
+    tf.train.Checkpoint(online=online).read(os.path.join(path, "state")).expect_partial()
+    return config, env, online
+
+
 def read_counters(path: str) -> dict:
     with open(os.path.join(path, "counters.json")) as handle:
         return json.load(handle)

@@ -43,23 +43,16 @@ def evaluate(checkpoint_path: str, episodes: int, epsilon: Optional[float], seed
     """Returns the summary of `episodes` episodes played by the checkpoint's online network, at `epsilon`
     (None: the training run's eval_epsilon); with `video`, also films one episode into that file."""
     import numpy as np
-    import tensorflow as tf
 
     from hvd_dqn import checkpoint
     from hvd_dqn.actor import EpsilonGreedyActor
-    from hvd_dqn.config import TrainConfig
-    from hvd_dqn.envs import make_env_for, spec_of
+    from hvd_dqn.envs import spec_of
     from hvd_dqn.evaluation import run_episodes
-    from hvd_dqn.networks import q_network_for
 
-    config = TrainConfig.from_json(checkpoint.read_config_json(checkpoint_path))
+    config, env, online = checkpoint.load_online_network(checkpoint_path, episodes)
     if epsilon is None:
         epsilon = config.eval_epsilon
-    env = make_env_for(config, episodes)
     spec = spec_of(env)
-    online = q_network_for(config, spec, "online")
-    # Only the online network is needed to act; the optimizer and target network in the file are skipped.
-    tf.train.Checkpoint(online=online).read(os.path.join(checkpoint_path, "state")).expect_partial()
     actor = EpsilonGreedyActor(online, spec.num_actions, np.random.default_rng(seed))
     results = run_episodes(actor, env, epsilon, seed)
     env.close()
@@ -80,23 +73,6 @@ def evaluate(checkpoint_path: str, episodes: int, epsilon: Optional[float], seed
     return summary
 
 
-def resolve_checkpoint(logdir, explicit) -> str:
-    from hvd_dqn import checkpoint
-
-    if explicit:
-        if not os.path.exists(os.path.join(explicit, checkpoint.COMPLETE_MARKER)):
-            raise EvaluationError(f"--checkpoint={explicit}: not a complete checkpoint folder (no COMPLETE marker)")
-        return explicit
-    if not logdir:
-        raise EvaluationError("--logdir: required (or --checkpoint)")
-    if not os.path.isdir(logdir):
-        raise EvaluationError(f"--logdir={logdir}: no such folder")
-    latest = checkpoint.latest_checkpoint(logdir)
-    if latest is None:
-        raise EvaluationError(f"--logdir={logdir}: no complete checkpoint under {checkpoint.checkpoint_root(logdir)}")
-    return latest
-
-
 def main(argv) -> None:
     if len(argv) > 1:
         _fail(f"unexpected arguments {' '.join(argv[1:])}")
@@ -111,10 +87,12 @@ def main(argv) -> None:
             check_video_path(FLAGS.video)  # before the episodes, not after
         except ValueError as error:
             _fail(str(error))
+    from hvd_dqn import checkpoint
+
     try:
-        path = resolve_checkpoint(FLAGS.logdir, FLAGS.checkpoint)
+        path = checkpoint.resolve(FLAGS.logdir, FLAGS.checkpoint)
         result = evaluate(path, FLAGS.episodes, FLAGS.epsilon, FLAGS.seed, FLAGS.video)
-    except EvaluationError as error:
+    except (checkpoint.CheckpointNotFound, EvaluationError) as error:
         _fail(str(error))
     text = json.dumps(result, indent=2)
     print(text)

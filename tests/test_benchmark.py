@@ -7,7 +7,8 @@ from conftest import PYTHON, REPO, horovodrun, python_module, run
 
 KEYS = ("env_raw_steps_per_s", "actor_steps_per_s", "learner_updates_per_s", "plain_tf_updates_per_s",
         "replay_sample_batches_per_s", "bare_gather_batches_per_s", "train_steps_per_s",
-        "train_steps_per_s_no_overlap", "overlap_efficiency")
+        "train_steps_per_s_no_overlap", "overlap_efficiency", "policy_actions_per_s_batch1",
+        "policy_actions_per_s_batch32", "policy_actions_per_s_batch256")
 
 
 def test_benchmark_measures_every_stage_and_writes_json(tmp_path):

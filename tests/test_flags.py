@@ -169,3 +169,17 @@ def test_variants_are_off_by_default_and_on_in_the_rainbow_lite_preset():
 def test_bad_variant_flags_are_named(tmp_path, flags, expected):
     line = _error_line(python_module("hvd_dqn.train", [f"--logdir={tmp_path}"] + flags, timeout=120, check=False))
     assert line.startswith(f"hvd_dqn.train: error: {expected}"), line
+
+
+def test_evaluate_names_a_missing_or_incomplete_checkpoint(tmp_path):
+    (tmp_path / "checkpoints" / "ckpt-000000001000").mkdir(parents=True)  # written, never marked COMPLETE
+    for args, message in [
+        ([f"--logdir={tmp_path}"], f"--logdir={tmp_path}: no complete checkpoint under {tmp_path / 'checkpoints'}"),
+        ([f"--logdir={tmp_path / 'missing'}"], f"--logdir={tmp_path / 'missing'}: no such folder"),
+        ([f"--checkpoint={tmp_path / 'checkpoints' / 'ckpt-000000001000'}"],
+         f"--checkpoint={tmp_path / 'checkpoints' / 'ckpt-000000001000'}: not a complete checkpoint folder "
+         "(no COMPLETE marker)"),
+        ([], "--logdir: required (or --checkpoint)"),
+    ]:
+        result = python_module("hvd_dqn.evaluate", args, timeout=120, check=False)
+        assert _error_line(result) == f"hvd_dqn.evaluate: error: {message}"

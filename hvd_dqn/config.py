@@ -118,6 +118,7 @@ class TrainConfig:
     keep_checkpoints: int = 3
     checkpoint_replay: bool = False  # each rank also saves its replay memory (needs a logdir all ranks share)
     resume: bool = False
+    auto_resume: bool = False  # resume if --logdir holds a checkpoint, else start fresh (restartable jobs)
 
     # Fault tolerance (Horovod Elastic).
     elastic: bool = False  # run the loop under hvd.elastic.run: survive lost workers, take in new ones

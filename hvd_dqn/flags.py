@@ -110,7 +110,11 @@ _HELP = {
     "checkpoint_replay": "Each rank also writes its replay memory into every checkpoint (one compressed shard per "
                          "rank; about 0.5-1 GB per million Atari transitions), so --resume continues with full "
                          "memories. --logdir must be on a file system every rank can write.",
-    "resume": "Continue from the latest checkpoint in --logdir (error if there is none).",
+    "resume": "Continue from the latest checkpoint in --logdir (error if there is none). Without it (or "
+              "--auto_resume) a --logdir that already holds checkpoints is refused rather than overwritten.",
+    "auto_resume": "Continue from the latest checkpoint in --logdir if it holds one, else start a fresh run: the "
+                   "same command line for the first start and every restart of a job a scheduler may restart "
+                   "(Kubernetes pods, Slurm --requeue).",
     "elastic": "Run under Horovod Elastic (start with horovodrun --min-np/--max-np --host-discovery-script, "
                "over Gloo): when a worker is lost the others roll back to the last commit and go on; a "
                "worker that joins receives the weights and fills its own replay memory.",

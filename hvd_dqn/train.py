@@ -206,15 +206,24 @@ class Trainer:
                               "a shared file system or leave out --checkpoint_replay")
 
     def restore_or_broadcast(self) -> None:
-        """With --resume, rank 0 loads the newest checkpoint that reads back whole (skipping, with a warning
-        naming each, any that are corrupt); then everything it holds is broadcast."""
+        """With --resume (or --auto_resume and a checkpoint to resume), rank 0 loads the newest checkpoint
+        that reads back whole (skipping, with a warning naming each, any that are corrupt); then everything
+        it holds is broadcast. A fresh run into a logdir that holds checkpoints is refused."""
         resume_from, counters, problem = None, None, None
-        if self.config.resume and self.world.is_chief:
-            resume_from, counters, problem = self._load_newest_readable_checkpoint()
+        if self.world.is_chief:
+            existing = checkpoint.complete_checkpoints(self.config.logdir)
+            if self.config.resume or (self.config.auto_resume and existing):
+                resume_from, counters, problem = self._load_newest_readable_checkpoint()
+            elif existing and not self.config.auto_resume:
+                # A fresh run would write its checkpoints among the earlier run's and prune them: refuse.
+                problem = (f"--logdir={self.config.logdir} already holds checkpoints of a run (newest "
+                           f"{os.path.basename(existing[-1])}); add --resume to continue it, or choose another "
+                           "--logdir")
         problem = distributed.broadcast_object(problem, "resume_problem")
         resume_from = distributed.broadcast_object(resume_from, "resume_path")
         if problem:
-            raise ConfigError(f"--resume: {problem}")
+            flag = "--resume" if self.config.resume else "--auto_resume"
+            raise ConfigError(problem if problem.startswith("--logdir") else f"{flag}: {problem}")
         counters = distributed.broadcast_object(counters, "resume_counters")
         # Horovod: every rank starts from rank 0's weights, target weights and optimizer state.
         distributed.broadcast_from_chief(self.learner.synchronized_variables)

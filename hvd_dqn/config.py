@@ -35,7 +35,7 @@ class TrainConfig:
 
     # Environment.
     env_id: str = "CartPole-v1"
-    num_envs: int = 4  # environments per rank, stepped as one vectorised env
+    num_envs: int = 4  # environments per rank (rank_scaling="updates": of the job), stepped as one vectorised env
     seed: int = 0  # rank r seeds its envs and RNGs with seed + r
 
     # Atari only (ignored for classic control); see hvd_dqn.envs.AtariSettings for sources.
@@ -65,7 +65,7 @@ class TrainConfig:
     apex_alpha: float = 7.0
 
     # Replay memory.
-    replay_capacity: int = 50_000  # transitions per rank
+    replay_capacity: int = 50_000  # transitions per rank (rank_scaling="updates": of the job, split over the ranks)
     batch_size: int = 64  # transitions per rank per update; the global batch is batch_size * ranks
     prioritized_replay: bool = False  # proportional prioritised replay (Schaul et al. 2016)
     priority_alpha: float = 0.6
@@ -207,6 +207,11 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
              config.rank_scaling, "keeps the global batch at --batch_size for any number of ranks, so "
              "--scale_lr_by_workers (a rule for a batch that grows with the ranks) does not apply; "
              "add --noscale_lr_by_workers")
+    # Under --rank_scaling=updates the job's envs, memory and batch are split over the ranks; an elastic world
+    # that grows or shrinks would have to re-split the envs and memories of running ranks.
+    _require(not (config.elastic and config.rank_scaling == "updates"), "rank_scaling", config.rank_scaling,
+             "splits the job's --num_envs, --replay_capacity and --batch_size over a fixed number of ranks, "
+             "which --elastic does not have; use --rank_scaling=batch with --elastic")
     _require(0.0 <= config.rmsprop_rho < 1.0, "rmsprop_rho", config.rmsprop_rho, "must be in [0, 1)")
     _require(config.rmsprop_epsilon > 0.0, "rmsprop_epsilon", config.rmsprop_epsilon, "must be a number > 0")
     _require(0.0 < config.target_update_tau <= 1.0, "target_update_tau", config.target_update_tau,

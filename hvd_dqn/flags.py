@@ -17,7 +17,8 @@ _DEFAULTS = TrainConfig()
 # name -> help text (with units). The flag's type follows the default's type in TrainConfig.
 _HELP = {
     "env_id": "Gymnasium environment id, e.g. CartPole-v1.",
-    "num_envs": "Environments per rank, stepped together as one vectorised env.",
+    "num_envs": "Environments per rank, stepped together as one vectorised env; with --rank_scaling=updates, the "
+                "job's environments, split evenly over the ranks.",
     "seed": "Base random seed; rank r seeds its environments and exploration with seed + r.",
     "repeat_action_probability": "Atari: probability that the emulator repeats the previous action (sticky actions; "
                                  "0.25 in the current ALE protocol, Machado et al. 2018).",
@@ -47,7 +48,8 @@ _HELP = {
                         "fixed epsilon_i = base^(1 + alpha * i / (N - 1)) instead of following the schedule.",
     "apex_epsilon_base": "Ape-X exploration: the base epsilon (0.4 in Ape-X).",
     "apex_alpha": "Ape-X exploration: how fast epsilon falls across the envs (7 in Ape-X).",
-    "replay_capacity": "Transitions each rank's replay memory holds (per rank); the oldest are overwritten.",
+    "replay_capacity": "Transitions each rank's replay memory holds (per rank; with --rank_scaling=updates, over "
+                       "all ranks, split evenly); the oldest are overwritten.",
     "batch_size": "Transitions per rank per update; the effective batch is batch_size x ranks.",
     "prioritized_replay": "Proportional prioritised replay (Schaul et al. 2016): transitions drawn in proportion "
                           "to |TD error|^alpha, losses weighted by importance sampling; per rank.",
@@ -82,9 +84,10 @@ _HELP = {
     "rank_scaling": "How N ranks share the updates. batch: each rank updates every --train_frequency of its own "
                     "env steps on --batch_size of its own transitions (N times fewer updates per env step, an N "
                     "times larger global batch). updates: the job updates every --train_frequency env steps "
-                    "summed over ranks, each rank adding --batch_size / N transitions, and learning starts once "
-                    "the ranks hold --learning_starts transitions together (one rank's updates per env step, "
-                    "global batch and start, whatever N).",
+                    "summed over ranks, each rank adding --batch_size / N transitions, learning starts once "
+                    "the ranks hold --learning_starts transitions together, and --num_envs and "
+                    "--replay_capacity are split over the ranks: one rank's algorithm (updates per env step, "
+                    "global batch, start, envs and memory), whatever N.",
     "lr_scale_rule": "With --scale_lr_by_workers: linear (the rate times N, Goyal et al. 2017) or sqrt (times "
                      "sqrt(N), Krizhevsky 2014; Hoffer et al. 2017).",
     "scale_lr_by_workers": "Multiply the learning rate by the number of ranks (the effective batch grows "

@@ -26,6 +26,8 @@ def _error_line(result):
     (["--batch_size=abc"], "hvd_dqn.train: error: flag --batch_size=abc: invalid literal for int()"),
     (["--no_such_flag=1"], "hvd_dqn.train: error: Unknown command line flag 'no_such_flag'"),
     (["--flagfile=/nonexistent/x.flags"], "hvd_dqn.train: error: Unable to open flagfile"),
+    (["--elastic", "--rank_scaling=updates"], "hvd_dqn.train: error: --rank_scaling=updates: splits the job's "
+                                              "--num_envs, --replay_capacity and --batch_size over a fixed number"),
 ])
 def test_bad_flag_gives_one_clear_line(tmp_path, flags, expected):
     line = _error_line(python_module("hvd_dqn.train", [f"--logdir={tmp_path}"] + flags, timeout=120, check=False))

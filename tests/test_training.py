@@ -126,28 +126,35 @@ def test_cartpole_preset_is_solved_within_100k_env_steps(tmp_path, ranks, varian
 
 @pytest.mark.parametrize("rank_scaling", ["batch", "updates"])
 def test_rank_scaling_sets_the_updates_per_env_step_of_two_ranks(tmp_path, rank_scaling):
-    """SHORT_RUN at np 2 (2 envs per rank, 4 job env steps per iteration, --train_frequency=4,
-    --learning_starts=200). batch: each rank pays for its updates alone and starts at 200 transitions of its
-    own; updates: both ranks' steps pay for each update, and the job starts at 200 transitions in all."""
+    """SHORT_RUN at np 2 (--num_envs=2, --train_frequency=4, --learning_starts=200). batch: each rank steps
+    2 envs, pays for its updates alone and starts at 200 transitions of its own; updates: the job's 2 envs are
+    split (1 per rank), both ranks' steps pay for each update, and the job starts at 200 transitions in all."""
     _train(2, tmp_path / "run", "--total_env_steps=4000", f"--rank_scaling={rank_scaling}")
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(tmp_path / "run")))
-    ranks, envs, frequency, starts = 2, 2, 4, 200
+    ranks, frequency, starts = 2, 4, 200
     sharing = ranks if rank_scaling == "updates" else 1
+    envs = 2 // sharing  # per rank
     first_iteration = -(-(-(-starts // sharing)) // envs)  # the iteration whose memories reach the start
     iterations = 4000 // (ranks * envs) - first_iteration + 1
     assert final["updates"] == iterations * envs * sharing // frequency
-    assert final["updates"] == {"batch": 450, "updates": 951}[rank_scaling]
+    assert final["updates"] == {"batch": 450, "updates": 950}[rank_scaling]
     digests = final["replica_weight_digests"]
     assert len(digests) == 2 and digests[0] == digests[1]
+    with open(tmp_path / "run" / "episodes.csv") as handle:
+        played_in = {(int(row["rank"]), int(row["env"])) for row in csv.DictReader(handle)}
+    assert played_in == {(rank, env) for rank in range(ranks) for env in range(envs)}
 
 
-def test_a_global_batch_that_does_not_split_over_the_ranks_is_named(tmp_path):
-    result = horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", f"--logdir={tmp_path}", *SHORT_RUN, "--batch_size=33",
+@pytest.mark.parametrize("flag, message", [
+    ("--batch_size=33", "--batch_size=33 (the global batch) must split evenly over the 2 ranks"),
+    ("--num_envs=3", "--num_envs=3 (the job's envs) must split evenly over the 2 ranks"),
+])
+def test_a_global_batch_or_env_count_that_does_not_split_over_the_ranks_is_named(tmp_path, flag, message):
+    result = horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", f"--logdir={tmp_path}", *SHORT_RUN, flag,
                             "--rank_scaling=updates"], timeout=300, check=False)
     assert result.returncode != 0
     lines = (result.stdout + result.stderr).splitlines()
-    reports = [line for line in lines if "hvd_dqn.train: error: --rank_scaling=updates: --batch_size=33 (the global "
-               "batch) must split evenly over the 2 ranks" in line]
+    reports = [line for line in lines if f"hvd_dqn.train: error: --rank_scaling=updates: {message}" in line]
     assert len(reports) == 1 and reports[0].startswith("[0]"), "\n".join(lines)
     # horovodrun adds its own summary of the failed job; the ranks themselves print no traceback.
     assert not [line for line in lines if line.startswith(("[0]", "[1]")) and "Traceback" in line]

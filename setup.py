@@ -34,7 +34,9 @@ setup(
     install_requires=pinned(RUNTIME_REQUIREMENTS),
     # MinAtar (Young & Tian 2019) is GPL-3.0: an optional extra, so hvd_dqn's own licence terms do not change
     # for users who do not install it.
-    extras_require={"minatar": pinned(("minatar",))},
+    extras_require={"minatar": pinned(("minatar",)),
+                    # Object-store logdirs (s3://) through fsspec; gs:// needs gcsfs besides.
+                    "cloud": pinned(("s3fs", "fsspec"))},
     package_data={"hvd_dqn": ["reference/*.json"]},
     entry_points={
         "console_scripts": [

@@ -43,6 +43,11 @@ def complete_checkpoints(logdir: str) -> List[str]:
     return [path for _, path in sorted(found)]
 
 
+def checkpoint_name_matches(name: str) -> bool:
+    """Whether `name` is a checkpoint folder's name (ckpt-<12 digits>)."""
+    return bool(_NAME.match(name))
+
+
 def latest_checkpoint(logdir: str) -> Optional[str]:
     found = complete_checkpoints(logdir)
     return found[-1] if found else None
@@ -114,6 +119,10 @@ class CheckpointNotFound(Exception):
 def resolve(logdir: Optional[str], explicit: Optional[str]) -> str:
     """The checkpoint folder a command line names: `explicit` (--checkpoint) if given, which must be complete,
     else the newest complete one under `logdir` (--logdir)."""
+    from hvd_dqn.storage import is_remote
+
+    if is_remote(explicit) or (not explicit and is_remote(logdir)):
+        return _fetch_remote(logdir, explicit)
     if explicit:
         if not os.path.exists(os.path.join(explicit, COMPLETE_MARKER)):
             raise CheckpointNotFound(f"--checkpoint={explicit}: not a complete checkpoint folder (no {COMPLETE_MARKER} "
@@ -127,6 +136,29 @@ def resolve(logdir: Optional[str], explicit: Optional[str]) -> str:
     if latest is None:
         raise CheckpointNotFound(f"--logdir={logdir}: no complete checkpoint under {checkpoint_root(logdir)}")
     return latest
+
+
+def _fetch_remote(logdir: Optional[str], explicit: Optional[str]) -> str:
+    """`resolve` for object-store URLs: the checkpoint copied into a local folder (removed at exit)."""
+    from hvd_dqn import storage
+
+    flag = "--checkpoint" if explicit else "--logdir"
+    try:
+        if explicit:
+            fs, root = storage.open_store(explicit)
+            if not fs.exists(f"{root}/{COMPLETE_MARKER}"):
+                raise CheckpointNotFound(f"--checkpoint={explicit}: not a complete checkpoint (no {COMPLETE_MARKER} "
+                                         "marker)")
+            url = explicit
+        else:
+            found = storage.complete_checkpoints(logdir)
+            if not found:
+                raise CheckpointNotFound(f"--logdir={logdir}: no complete checkpoint under "
+                                         f"{storage.join(logdir, 'checkpoints')}")
+            url = found[-1]
+        return storage.fetch_checkpoint(url, storage.scratch_folder("hvd_dqn_checkpoint_"))
+    except storage.StorageError as error:
+        raise CheckpointNotFound(f"{flag}={error}") from None
 
 
 def load_online_network(path: str, num_envs: int = 1):

@@ -37,7 +37,21 @@ class RunLog:
 
 
 def load_run(logdir: str) -> RunLog:
-    """Reads a training logdir's episodes.csv, metrics.csv and config.json."""
+    """Reads a training logdir's episodes.csv, metrics.csv and config.json (a local folder, or an object-store
+    URL such as s3://bucket/runs/x, whose three files are copied to a local folder first)."""
+    from hvd_dqn import storage
+
+    if storage.is_remote(logdir):
+        local = storage.scratch_folder("hvd_dqn_run_")
+        try:
+            fetched = storage.fetch_files(logdir, ("episodes.csv", "metrics.csv", "config.json"), local)
+        except storage.StorageError as error:
+            raise CurveError(str(error)) from None
+        if "episodes.csv" not in fetched:
+            raise CurveError(f"{logdir}: no episodes.csv (is it a hvd_dqn.train --logdir that has logged at least "
+                             "once?)")
+        run = load_run(local)
+        return dataclasses.replace(run, logdir=logdir)
     episodes_path = os.path.join(logdir, "episodes.csv")
     if not os.path.isdir(logdir):
         raise CurveError(f"{logdir}: no such folder")

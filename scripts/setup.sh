@@ -3,7 +3,7 @@
 #   1. Debian packages Horovod builds against (Open MPI with headers; a C++ toolchain and cmake),
 #   2. a virtual environment in <repo>/.venv,
 #   3. the pinned TensorFlow, then Horovod compiled against it with TensorFlow, MPI and Gloo,
-#   4. hvd_dqn itself with the MinAtar extra (`pip install -e '.[minatar]'`),
+#   4. hvd_dqn itself with the MinAtar and cloud extras (`pip install -e '.[minatar,cloud]'`),
 # and fails loudly unless `horovodrun --check-build` shows TensorFlow, MPI and Gloo.
 # A second run on a set-up machine only compares a stamp and takes a second or two.
 #
@@ -100,8 +100,8 @@ if ! "$venv/bin/python" -c 'import horovod.tensorflow' >/dev/null 2>&1 \
 fi
 
 # --- 4. hvd_dqn itself -----------------------------------------------------------------------------------
-log "installing hvd_dqn (editable) with its MinAtar extra, and its test requirements"
-"${pip[@]}" install -c constraints.txt -e '.[minatar]' pytest jsonschema
+log "installing hvd_dqn (editable) with its MinAtar and cloud extras, and its test requirements"
+"${pip[@]}" install -c constraints.txt -e '.[minatar,cloud]' pytest jsonschema 'moto[server]'
 
 # --- Verify ------------------------------------------------------------------------------------------------
 build="$("$venv/bin/horovodrun" --check-build 2>&1)" || die "horovodrun --check-build failed:\n$build"
@@ -109,7 +109,7 @@ for want in TensorFlow MPI Gloo; do
   grep -q "\[X\] $want" <<<"$build" || die "Horovod was built without $want support. --check-build says:
 $build"
 done
-"$venv/bin/python" -c 'import hvd_dqn, tensorflow, horovod.tensorflow.keras, gymnasium, ale_py, minatar' \
+"$venv/bin/python" -c 'import hvd_dqn, tensorflow, horovod.tensorflow.keras, gymnasium, ale_py, minatar, s3fs' \
   || die "the installed packages do not import"
 echo "$wanted_stamp" >"$stamp"
 log "done: Horovod $("$venv/bin/python" -c 'import horovod; print(horovod.__version__)') with TensorFlow, MPI and Gloo in $venv"

@@ -17,7 +17,7 @@ from hvd_dqn import checkpoint
 # preset's tuning. No stop rule: every job runs to its budget.
 CARTPOLE = [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--eval_interval_env_steps=0", "--elastic",
             "--elastic_commit_env_steps=1000", "--log_interval_env_steps=1000", "--checkpoint_interval_env_steps=4000",
-            "--rank_scaling=batch", "--train_frequency=1", "--batch_size=64", "--scale_lr_by_workers",
+            "--rank_scaling=batch", "--num_envs=4", "--train_frequency=1", "--batch_size=64", "--scale_lr_by_workers",
             "--lr_warmup_updates=1000", "--stop_at_train_return=inf"]
 
 

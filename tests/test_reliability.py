@@ -17,7 +17,7 @@ from hvd_dqn.replay import PrioritySettings, ReplayMemory
 # The update counts below assume one update per env step of each rank, from 1,000 transitions per rank:
 # pinned here, so they do not move with the preset's tuning. No stop rule: every job runs to its budget.
 CARTPOLE = [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--eval_interval_env_steps=0", "--rank_scaling=batch",
-            "--train_frequency=1", "--batch_size=64", "--stop_at_train_return=inf"]
+            "--num_envs=4", "--train_frequency=1", "--batch_size=64", "--stop_at_train_return=inf"]
 
 
 def _train(logdir, *flags, timeout=600, check=True):

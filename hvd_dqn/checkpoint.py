@@ -147,8 +147,8 @@ def _fetch_remote(logdir: Optional[str], explicit: Optional[str]) -> str:
         if explicit:
             fs, root = storage.open_store(explicit)
             if not fs.exists(f"{root}/{COMPLETE_MARKER}"):
-                raise CheckpointNotFound(f"--checkpoint={explicit}: not a complete checkpoint (no {COMPLETE_MARKER} "
-                                         "marker)")
+                raise CheckpointNotFound(f"--checkpoint={explicit}: not a complete checkpoint folder (no "
+                                         f"{COMPLETE_MARKER} marker)")
             url = explicit
         else:
             found = storage.complete_checkpoints(logdir)

@@ -71,19 +71,18 @@ def complete_checkpoints(url: str) -> List[str]:
         raise StorageError(f"{url}: cannot list its checkpoints ({describe(error)})") from None
 
 
-def fetch_checkpoint(url: str, local_root: str, replay_ranks: Sequence[int] = ()) -> str:
+def fetch_checkpoint(url: str, local_root: str) -> str:
     """Copies object-store checkpoint `url` (.../checkpoints/ckpt-N) into `local_root`/ckpt-N and returns that
-    folder: everything but the replay shards, plus the shards of `replay_ranks`; its COMPLETE marker last,
-    so that the local copy looks complete only once it is."""
+    folder: everything but the replay shards (acting needs none), its COMPLETE marker last, so that the local
+    copy looks complete only once it is."""
     fs, root = open_store(url)
     local = os.path.join(local_root, os.path.basename(url.rstrip("/")))
     shutil.rmtree(local, ignore_errors=True)
     os.makedirs(local)
-    wanted = {f"replay-rank{rank:05d}.npz" for rank in replay_ranks}
     try:
         names = sorted(os.path.basename(entry) for entry in fs.ls(root, detail=False))
         for name in names:
-            if name == COMPLETE_MARKER or (name.startswith("replay-rank") and name not in wanted):
+            if name == COMPLETE_MARKER or name.startswith("replay-rank"):
                 continue
             fs.get_file(f"{root}/{name}", os.path.join(local, name))
         if COMPLETE_MARKER in names:

@@ -217,7 +217,9 @@ class Trainer:
             existing = checkpoint.complete_checkpoints(self.config.logdir)
             if self.config.resume or (self.config.auto_resume and existing):
                 resume_from, counters, problem = self._load_newest_readable_checkpoint()
-            elif existing and not self.config.auto_resume:
+                if problem:
+                    problem = f"{'--resume' if self.config.resume else '--auto_resume'}: {problem}"
+            elif existing:
                 # A fresh run would write its checkpoints among the earlier run's and prune them: refuse.
                 problem = (f"--logdir={self.config.logdir} already holds checkpoints of a run (newest "
                            f"{os.path.basename(existing[-1])}); add --resume to continue it, or choose another "
@@ -225,8 +227,7 @@ class Trainer:
         problem = distributed.broadcast_object(problem, "resume_problem")
         resume_from = distributed.broadcast_object(resume_from, "resume_path")
         if problem:
-            flag = "--resume" if self.config.resume else "--auto_resume"
-            raise ConfigError(problem if problem.startswith("--logdir") else f"{flag}: {problem}")
+            raise ConfigError(problem)
         counters = distributed.broadcast_object(counters, "resume_counters")
         # Horovod: every rank starts from rank 0's weights, target weights and optimizer state.
         distributed.broadcast_from_chief(self.learner.synchronized_variables)

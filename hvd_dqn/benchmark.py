@@ -350,11 +350,10 @@ def _exported_policy_rates(online, spec, rng: np.random.Generator, seconds: floa
 
     import tensorflow as tf
 
-    from hvd_dqn.serving import greedy_policy_module
+    from hvd_dqn.serving import save_greedy_policy
 
-    policy = greedy_policy_module(online, spec.observation_shape, tf.as_dtype(spec.observation_dtype))
     with tempfile.TemporaryDirectory(prefix="hvd_dqn_policy_") as folder:
-        tf.saved_model.save(policy, folder, signatures={"serving_default": policy.serve})
+        save_greedy_policy(online, spec.observation_shape, tf.as_dtype(spec.observation_dtype), folder)
         serve = tf.saved_model.load(folder).signatures["serving_default"]
     steps = {}
     for batch in POLICY_BATCH_SIZES:

@@ -49,7 +49,7 @@ def export(checkpoint_path: str, out: str, overwrite: bool = False) -> dict:
 
     from hvd_dqn import checkpoint
     from hvd_dqn.envs import spec_of
-    from hvd_dqn.serving import POLICY_INFO, greedy_policy_module
+    from hvd_dqn.serving import POLICY_INFO, save_greedy_policy
 
     out = os.path.abspath(out)
     if os.path.exists(out) and not overwrite:
@@ -67,13 +67,12 @@ def export(checkpoint_path: str, out: str, overwrite: bool = False) -> dict:
                 env_steps=counters["env_steps"], updates=counters["updates"], signature="serving_default",
                 inputs=dict(observation="the environment's observations, batched"),
                 outputs=dict(actions="int32 (B,): greedy actions", q_values="float32 (B, num_actions)"))
-    policy = greedy_policy_module(online, spec.observation_shape, tf.as_dtype(spec.observation_dtype))
     try:
         staging = tempfile.mkdtemp(prefix=f".{os.path.basename(out)}.partial-", dir=parent)
     except OSError as error:
         raise ExportError(f"--out={out}: cannot write into {parent} ({error.strerror})") from None
     try:
-        tf.saved_model.save(policy, staging, signatures={"serving_default": policy.serve})
+        save_greedy_policy(online, spec.observation_shape, tf.as_dtype(spec.observation_dtype), staging)
         with open(os.path.join(staging, POLICY_INFO), "w") as handle:
             json.dump(info, handle, indent=2)
             handle.write("\n")

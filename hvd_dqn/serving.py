@@ -26,3 +26,9 @@ def greedy_policy_module(q_network, observation_shape, observation_dtype):
             return {"actions": tf.argmax(q_values, axis=-1, output_type=tf.int32), "q_values": q_values}
 
     return GreedyPolicy()
+
+
+def save_greedy_policy(q_network, observation_shape, observation_dtype, folder: str) -> None:
+    """Writes the greedy policy of `q_network` to `folder` as a SavedModel with its `serving_default` signature."""
+    policy = greedy_policy_module(q_network, observation_shape, observation_dtype)
+    tf.saved_model.save(policy, folder, signatures={"serving_default": policy.serve})

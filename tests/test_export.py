@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from conftest import PYTHON, horovodrun, python_module
 from hvd_dqn import checkpoint
-from hvd_dqn.serving import POLICY_INFO, greedy_policy_module
+from hvd_dqn.serving import POLICY_INFO, save_greedy_policy
 from hvd_dqn.networks import build_q_network
 
 
@@ -37,8 +37,7 @@ def _assert_same_policy(serve, network, observation):
 def test_saved_policy_acts_as_the_keras_network_on_every_observation_kind(tmp_path, shape, dtype, network, dueling):
     tf.keras.utils.set_random_seed(0)
     model = build_q_network(shape, dtype, 6, (32, 32), "online", dueling=dueling, network=network)
-    policy = greedy_policy_module(model, shape, tf.as_dtype(dtype))
-    tf.saved_model.save(policy, str(tmp_path / "policy"), signatures={"serving_default": policy.serve})
+    save_greedy_policy(model, shape, tf.as_dtype(dtype), str(tmp_path / "policy"))
     serve = tf.saved_model.load(str(tmp_path / "policy")).signatures["serving_default"]
     rng = np.random.default_rng(1)
     for batch in (1, 7):

@@ -13,13 +13,18 @@ The return at the budget is the mean of the last --window training episodes of t
 training and the preset's --stop_at_train_return are switched off, so no run stops early and every run is
 measured at the same budget.
 
-Runs already finished in --workdir (a final checkpoint at the budget) are not run again, so a study can be
-stopped and continued. Ranks beyond the cores oversubscribe them: env steps, not wall time, are compared.
+Each finished run's evidence (episodes.csv, metrics.csv, config.json and run.json with its flags and wall time)
+is copied to OUT_runs/np<ranks>_seed<seed>/, beside the results, so anyone can recompute the study from the raw
+episodes. Runs whose evidence is already there (made with the same preset and flags), or that finished in
+--workdir (a final checkpoint at the budget), are not trained again: a study can be stopped and continued,
+in another session or on another machine, from what the repository holds. Ranks beyond the cores
+oversubscribe them: env steps, not wall time, are compared.
 Writes OUT.json (one record per run plus a summary per rank count) and OUT.png.
 """
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -109,6 +114,37 @@ def recorded_wall(logdir: str):
         return None
 
 
+EVIDENCE_FILES = ("episodes.csv", "metrics.csv", "config.json")
+
+
+def keep_evidence(logdir: str, evidence: str, provenance: dict) -> None:
+    """Copies a finished run's raw evidence to `evidence`, with run.json (its provenance) written last, so a
+    folder holding run.json is complete."""
+    shutil.rmtree(evidence, ignore_errors=True)
+    os.makedirs(evidence)
+    for name in EVIDENCE_FILES:
+        shutil.copyfile(os.path.join(logdir, name), os.path.join(evidence, name))
+    with open(os.path.join(evidence, "run.json"), "w") as handle:
+        json.dump(provenance, handle, indent=2)
+        handle.write("\n")
+
+
+def kept_evidence(evidence: str, provenance: dict):
+    """The provenance of complete evidence in `evidence` made as `provenance` asks, None if there is none; a
+    StudyError if the evidence there was made with another preset, flags or budget (it would be mixed in)."""
+    try:
+        with open(os.path.join(evidence, "run.json")) as handle:
+            kept = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    differing = [key for key in ("flagfile", "extra_flags", "budget_env_steps", "ranks", "seed")
+                 if kept.get(key) != provenance[key]]
+    if differing:
+        raise StudyError(f"{evidence} holds a run made with another {', '.join(differing)} "
+                         f"({', '.join(f'{key}={kept.get(key)!r}' for key in differing)}); choose another --out")
+    return kept
+
+
 def summarise(records, ranks_list):
     summary = []
     for ranks in ranks_list:
@@ -190,23 +226,30 @@ def main(argv=None) -> int:
             raise StudyError(f"--out={args.out}: folder {out_folder} does not exist")
         args.flagfile = os.path.abspath(args.flagfile)
         records, task = [], None
+        evidence_root = args.out + "_runs"
         for ranks in ranks_list:
             for seed in seeds:
-                logdir = os.path.abspath(os.path.join(args.workdir, f"np{ranks}_seed{seed}"))
-                wall = recorded_wall(logdir)
-                done = finished_env_steps(logdir)
-                if done is None or done < args.budget_env_steps:
-                    if os.path.exists(logdir):
-                        import shutil
-
-                        shutil.rmtree(logdir)  # an unfinished run starts again from scratch
-                    print(f"[{PROGRAM}] training: ranks {ranks}, seed {seed} -> {logdir}", flush=True)
-                    wall = train(ranks, seed, logdir, args, extra)
-                task, episodes = read_run(logdir)
+                name = f"np{ranks}_seed{seed}"
+                logdir = os.path.abspath(os.path.join(args.workdir, name))
+                evidence = os.path.join(evidence_root, name)
+                provenance = dict(flagfile=os.path.relpath(args.flagfile, REPO), extra_flags=extra,
+                                  budget_env_steps=args.budget_env_steps, ranks=ranks, seed=seed)
+                kept = kept_evidence(evidence, provenance)
+                if kept is None:
+                    wall = recorded_wall(logdir)
+                    done = finished_env_steps(logdir)
+                    if done is None or done < args.budget_env_steps:
+                        if os.path.exists(logdir):
+                            shutil.rmtree(logdir)  # an unfinished run starts again from scratch
+                        print(f"[{PROGRAM}] training: ranks {ranks}, seed {seed} -> {logdir}", flush=True)
+                        wall = train(ranks, seed, logdir, args, extra)
+                    kept = dict(provenance, wall_s=None if wall is None else round(wall, 1))
+                    keep_evidence(logdir, evidence, kept)
+                task, episodes = read_run(evidence)
                 record = dict(ranks=ranks, seed=seed, env_steps_to_target=env_steps_to_target(episodes, args.target,
                                                                                                args.window),
                               final_return=final_return(episodes, args.window), episodes=len(episodes),
-                              wall_s=None if wall is None else round(wall, 1), logdir=logdir)
+                              wall_s=kept.get("wall_s"), evidence=os.path.relpath(evidence, out_folder))
                 records.append(record)
                 print(f"[{PROGRAM}] ranks {ranks} seed {seed}: env steps to target {record['env_steps_to_target']}, "
                       f"final return {record['final_return']:.1f}", flush=True)

@@ -1,6 +1,7 @@
 """scripts/scaling_study.py: the "solved" rule on hand-made episodes, and a real two-rank study on a tiny budget."""
 import importlib.util
 import json
+import shutil
 
 import pytest
 
@@ -30,10 +31,11 @@ def test_target_is_reached_when_a_window_of_consecutive_episodes_averages_it():
 
 def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path):
     out = tmp_path / "cartpole"
-    result = run([PYTHON, str(REPO / "scripts" / "scaling_study.py"), f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-                  "--ranks=2", "--seeds=0", "--target=30", "--window=10", "--budget_env_steps=3000",
-                  f"--workdir={tmp_path / 'runs'}", f"--out={out}", "--", "--learning_starts=500",
-                  "--log_interval_env_steps=1000"], timeout=600)
+    study_command = [PYTHON, str(REPO / "scripts" / "scaling_study.py"),
+                     f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--ranks=2", "--seeds=0", "--target=30",
+                     "--window=10", "--budget_env_steps=3000", f"--workdir={tmp_path / 'runs'}"]
+    extra = ["--learning_starts=500", "--log_interval_env_steps=1000"]
+    result = run([*study_command, f"--out={out}", "--", *extra], timeout=600)
     study = json.loads((tmp_path / "cartpole.json").read_text())
     assert study["task"] == "CartPole-v1" and study["target"] == 30 and study["budget_env_steps"] == 3000
     assert study["extra_flags"] == ["--learning_starts=500", "--log_interval_env_steps=1000"]
@@ -42,18 +44,27 @@ def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path)
     assert (record["ranks"], record["seed"]) == (2, 0) and record["episodes"] >= 10
     # Random-ish early CartPole play lasts 10-40 steps per episode, so a mean of 30 may or may not be reached,
     # but the record must be consistent with the run's own episodes.
-    task, episodes = _study_module().read_run(record["logdir"])
+    evidence = tmp_path / record["evidence"]
+    assert evidence == tmp_path / "cartpole_runs" / "np2_seed0"
+    assert {path.name for path in evidence.iterdir()} == {"episodes.csv", "metrics.csv", "config.json", "run.json"}
+    task, episodes = _study_module().read_run(str(evidence))
     assert task == "CartPole-v1"
     assert record["final_return"] == pytest.approx(_study_module().final_return(episodes, 10))
     assert max(env_steps for env_steps, _ in episodes) <= 3000
     [row] = study["summary"]
     assert row["ranks"] == 2 and row["runs"] == 1
     assert (tmp_path / "cartpole.png").read_bytes().startswith(PNG_MAGIC)
-    # Run again: the finished run is reused, not trained again.
-    again = run([PYTHON, str(REPO / "scripts" / "scaling_study.py"), f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-                 "--ranks=2", "--seeds=0", "--target=30", "--window=10", "--budget_env_steps=3000",
-                 f"--workdir={tmp_path / 'runs'}", f"--out={out}"], timeout=120)
+    # Run again without the runs themselves (a new session's checkout): the evidence kept beside the results
+    # is reused, not trained again, and gives the same record.
+    shutil.rmtree(tmp_path / "runs")
+    again = run([*study_command, f"--out={out}", "--", *extra], timeout=120)
     assert "training:" not in again.stdout and "training:" in result.stdout
+    assert json.loads((tmp_path / "cartpole.json").read_text())["runs"] == study["runs"]
+    # Evidence made with other flags is never mixed into a study.
+    mixed = run([*study_command, f"--out={out}", "--", "--learning_starts=600"], timeout=120, check=False)
+    assert mixed.returncode == 2 and mixed.stderr.strip() == (
+        f"scaling_study.py: error: {evidence} holds a run made with another extra_flags "
+        f"(extra_flags={extra!r}); choose another --out")
 
 
 @pytest.mark.parametrize("arguments, message", [

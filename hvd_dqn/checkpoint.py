@@ -53,9 +53,13 @@ def latest_checkpoint(logdir: str) -> Optional[str]:
     return found[-1] if found else None
 
 
+def checkpoint_name(env_steps: int) -> str:
+    return f"ckpt-{int(env_steps):012d}"
+
+
 def staging_path(logdir: str, env_steps: int) -> str:
     """The hidden folder a checkpoint is assembled in; every rank can name it from the counters alone."""
-    return os.path.join(checkpoint_root(logdir), f".staging-ckpt-{int(env_steps):012d}")
+    return os.path.join(checkpoint_root(logdir), f".staging-{checkpoint_name(env_steps)}")
 
 
 def create_staging(logdir: str, env_steps: int) -> str:
@@ -77,7 +81,7 @@ def save(logdir: str, items: Dict[str, object], counters: dict, config_json: str
     checkpoints stay as they were."""
     root = checkpoint_root(logdir)
     os.makedirs(root, exist_ok=True)
-    final = os.path.join(root, f"ckpt-{int(counters['env_steps']):012d}")
+    final = os.path.join(root, checkpoint_name(counters["env_steps"]))
     temporary = staging_path(logdir, counters["env_steps"])
     if not os.path.isdir(temporary):
         create_staging(logdir, counters["env_steps"])

@@ -16,6 +16,8 @@ import json
 import os
 from typing import Optional, Tuple
 
+from hvd_dqn import storage
+
 
 LOSSES = ("huber", "mse")  # the TD losses hvd_dqn.learner knows
 NETWORKS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # hvd_dqn.networks.build_q_network
@@ -270,6 +272,12 @@ def _check_env_id(env_id: str) -> None:
 def _check_writable_dir(path: str) -> None:
     if not path:
         raise ConfigError("--logdir=: must name a folder to write checkpoints and metrics to")
+    if storage.is_remote(path):
+        try:
+            storage.check_writable(path)
+        except storage.StorageError as error:
+            raise ConfigError(f"--logdir={error}") from None
+        return
     try:
         os.makedirs(path, exist_ok=True)
         probe = os.path.join(path, f".write_probe_{os.getpid()}")

@@ -114,3 +114,124 @@ def scratch_folder(prefix: str) -> str:
     folder = tempfile.mkdtemp(prefix=prefix)
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
     return folder
+
+
+def check_writable(url: str) -> None:
+    """Writes and deletes a probe object under `url`, so a missing bucket, missing credentials or a read-only
+    store is one line at start-up rather than a failure at the first checkpoint."""
+    fs, root = open_store(url)
+    probe = f"{root}/.write-probe-{os.getpid()}"
+    try:
+        fs.pipe_file(probe, b"ok")
+        fs.rm_file(probe)
+    except Exception as error:  # s3fs and gcsfs raise OSError subclasses, botocore its own (NoCredentialsError)
+        raise StorageError(f"{url}: cannot write there ({describe(error)})") from None
+
+
+class LogdirMirror:
+    """One rank's local working copy of an object-store logdir, for training.
+
+    TensorFlow, the CSV writers and the replay shards write into `local` exactly as into a local logdir; this
+    class uploads what they wrote: the logs (config.json, metrics.csv, episodes.csv, TensorBoard events) at
+    every log point, and each checkpoint once complete, its COMPLETE marker last, so a reader never takes a
+    half-uploaded checkpoint for a whole one. Every rank has its own mirror (a rank never reads another's
+    local files), so ranks on different hosts need nothing shared but the store. Every failure is a
+    StorageError naming the URL."""
+
+    def __init__(self, url: str, rank: int):
+        self.url = url.rstrip("/")
+        self.fs, self.root = open_store(self.url)
+        self.local = scratch_folder(f"hvd_dqn_logdir_rank{rank}_")
+
+    def _remote(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    def _do(self, what: str, operation, *args):
+        try:
+            return operation(*args)
+        except Exception as error:  # s3fs and gcsfs raise OSError subclasses, botocore its own
+            raise StorageError(f"{self.url}: cannot {what} ({describe(error)})") from None
+
+    # --- logs ------------------------------------------------------------------------------------------
+    def upload_logs(self) -> None:
+        """Uploads the files at the top of the local logdir (whole files: objects cannot be appended to)."""
+        for name in sorted(os.listdir(self.local)):
+            path = os.path.join(self.local, name)
+            if os.path.isfile(path) and not name.startswith("."):
+                self._do(f"upload {name}", self.fs.put_file, path, self._remote(name))
+
+    def fetch_logs(self, names: Sequence[str] = ("metrics.csv", "episodes.csv")) -> None:
+        """Copies the stored `names` that the local logdir lacks, so a resumed run (or a rank that has become
+        rank 0 under --elastic) appends to the run's CSV files instead of replacing them."""
+        for name in names:
+            if not os.path.exists(os.path.join(self.local, name)) and \
+                    self._do(f"read {name}", self.fs.exists, self._remote(name)):
+                self._do(f"read {name}", self.fs.get_file, self._remote(name), os.path.join(self.local, name))
+
+    # --- checkpoints -----------------------------------------------------------------------------------
+    def complete_checkpoints(self) -> List[str]:
+        return complete_checkpoints(self.url)
+
+    def checkpoint_url(self, name: str) -> str:
+        return join(self.url, "checkpoints", name)
+
+    def unmark(self, name: str) -> None:
+        """Removes checkpoint `name`'s COMPLETE marker if stored (a run that reaches the same env steps again
+        rewrites it), before any rank uploads a file of the new one into it."""
+        marker = self._remote("checkpoints", name, COMPLETE_MARKER)
+        if self._do("read its checkpoints", self.fs.exists, marker):
+            self._do(f"replace checkpoint {name}", self.fs.rm_file, marker)
+
+    def upload_shard(self, local_shard: str, name: str) -> None:
+        """Uploads this rank's replay shard into checkpoint `name` (not yet complete: rank 0 marks it)."""
+        target = self._remote("checkpoints", name, os.path.basename(local_shard))
+        self._do(f"upload {os.path.basename(local_shard)} of {name}", self.fs.put_file, local_shard, target)
+
+    def upload_checkpoint(self, local_checkpoint: str, keep: int) -> str:
+        """Rank 0: uploads complete local checkpoint folder `local_checkpoint`, its COMPLETE marker last, then
+        deletes all but the newest `keep` stored checkpoints (each unmarked before its files go). Returns its
+        URL."""
+        name = os.path.basename(local_checkpoint.rstrip("/"))
+        self.unmark(name)
+        files = sorted(os.listdir(local_checkpoint))
+        for file_name in [file_name for file_name in files if file_name != COMPLETE_MARKER] + [COMPLETE_MARKER]:
+            self._do(f"upload {file_name} of {name}", self.fs.put_file, os.path.join(local_checkpoint, file_name),
+                     self._remote("checkpoints", name, file_name))
+        for stale in self.complete_checkpoints()[:-keep]:
+            stale_name = os.path.basename(stale)
+            self._do(f"delete {stale_name}", self.fs.rm_file, self._remote("checkpoints", stale_name, COMPLETE_MARKER))
+            self._do(f"delete {stale_name}", self.fs.rm, self._remote("checkpoints", stale_name), True)
+        return self.checkpoint_url(name)
+
+    def fetch_checkpoint(self, url: str) -> str:
+        """A local copy of stored checkpoint `url` without its replay shards, under the local logdir."""
+        local_root = os.path.join(self.local, "checkpoints")
+        os.makedirs(local_root, exist_ok=True)
+        return fetch_checkpoint(url, local_root)
+
+    def fetch_shard(self, url: str, local_shard: str) -> bool:
+        """Copies the replay shard stored at `url` to `local_shard`; returns whether there was one."""
+        remote = open_store(url)[1]
+        if not self._do("read its replay shards", self.fs.exists, remote):
+            return False
+        os.makedirs(os.path.dirname(local_shard), exist_ok=True)
+        self._do(f"read {os.path.basename(remote)}", self.fs.get_file, remote, local_shard)
+        return True
+
+    # --- the shared-logdir probe -----------------------------------------------------------------------
+    def leave_probe(self, name: str) -> None:
+        self._do("write there", self.fs.pipe_file, self._remote(name), b"rank 0 was here")
+
+    def sees_and_writes(self, name: str, rank: int) -> bool:
+        """Whether this rank sees rank 0's probe object `name` and can write an object of its own."""
+        try:
+            own = self._remote(f"{name}-rank{rank}")
+            seen = self.fs.exists(self._remote(name))
+            self.fs.pipe_file(own, b"ok")
+            self.fs.rm_file(own)
+            return seen
+        except Exception:  # any failure means this rank cannot use the store; the caller names the rank
+            return False
+
+    def remove(self, name: str) -> None:
+        self._do("delete its probe", self.fs.rm_file, self._remote(name))

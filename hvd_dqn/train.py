@@ -24,7 +24,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np
 from absl import app, flags, logging
 
-from hvd_dqn import checkpoint, distributed
+from hvd_dqn import checkpoint, distributed, storage
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.flags import config_from_flags, define_flags
 from hvd_dqn.prefetch import minibatches
@@ -87,6 +87,10 @@ class Trainer:
         self.config = config
         self.world = distributed.init_horovod(config.intra_op_threads, config.inter_op_threads,
                                               config.deterministic_ops)
+        # An object-store --logdir (s3://, gs://): every rank writes into a local mirror, which uploads.
+        self.store = storage.LogdirMirror(config.logdir, self.world.rank) if storage.is_remote(config.logdir) \
+            else None
+        self.logdir = self.store.local if self.store else config.logdir  # where files are written first
         rank_seed = config.seed + self.world.rank
         # Seeds Python, NumPy and TensorFlow: Keras 2.15 draws unseeded initializers from Python's `random`.
         tf.keras.utils.set_random_seed(rank_seed)  # only rank 0's initial weights survive the broadcast
@@ -192,20 +196,29 @@ class Trainer:
         folder. Rank 0 leaves a file there; a rank that cannot see it (a host-local folder) is named."""
         if not self.config.checkpoint_replay or self.world.size == 1:
             return
-        probe = os.path.join(self.config.logdir, f".shared-probe-{os.getpid()}")
+        name = f".shared-probe-{os.getpid()}"
+        probe = os.path.join(self.config.logdir, name)
         if self.world.is_chief:
-            with open(probe, "w") as handle:
-                handle.write("rank 0 was here")
-        probe = distributed.broadcast_object(probe, "shared_probe")
-        seen = os.path.exists(probe) and os.access(self.config.logdir, os.W_OK)
+            if self.store:
+                self.store.leave_probe(name)
+            else:
+                with open(probe, "w") as handle:
+                    handle.write("rank 0 was here")
+        name, probe = distributed.broadcast_object((name, probe), "shared_probe")
+        if self.store:
+            seen = self.store.sees_and_writes(name, self.world.rank)
+        else:
+            seen = os.path.exists(probe) and os.access(self.config.logdir, os.W_OK)
         views = distributed.gather_objects((seen, os.environ.get("HOROVOD_HOSTNAME") or os.uname().nodename),
                                            "shared_probe_seen")
         if self.world.is_chief:
-            os.remove(probe)
+            self.store.remove(name) if self.store else os.remove(probe)
         blind = [f"rank {rank} on {host}" for rank, (seen, host) in enumerate(views) if not seen]
         if blind:
-            raise ConfigError(f"--checkpoint_replay: --logdir={self.config.logdir} is not one shared, writable "
-                              f"folder for every rank ({', '.join(blind)} cannot see rank 0's files); put it on "
+            where = ("one store every rank can read and write (check their credentials and endpoint)" if self.store
+                     else "one shared, writable folder for every rank")
+            raise ConfigError(f"--checkpoint_replay: --logdir={self.config.logdir} is not {where} "
+                              f"({', '.join(blind)} cannot see rank 0's files); put it on "
                               "a shared file system or leave out --checkpoint_replay")
 
     def restore_or_broadcast(self) -> None:
@@ -214,7 +227,7 @@ class Trainer:
         it holds is broadcast. A fresh run into a logdir that holds checkpoints is refused."""
         resume_from, counters, problem = None, None, None
         if self.world.is_chief:
-            existing = checkpoint.complete_checkpoints(self.config.logdir)
+            existing = self._complete_checkpoints()
             if self.config.resume or (self.config.auto_resume and existing):
                 resume_from, counters, problem = self._load_newest_readable_checkpoint()
                 if problem:
@@ -238,14 +251,20 @@ class Trainer:
             self.last_checkpoint_env_steps = self.counters.env_steps
             self._restore_rank_state(resume_from, counters)
 
+    def _complete_checkpoints(self) -> List[str]:
+        """The run's complete checkpoints, oldest first: folders, or URLs in an object store."""
+        return self.store.complete_checkpoints() if self.store else checkpoint.complete_checkpoints(self.config.logdir)
+
     def _load_newest_readable_checkpoint(self):
-        """Rank 0: (path, counters, None) for the newest complete checkpoint that loads, or (None, None, why)."""
-        candidates = checkpoint.complete_checkpoints(self.config.logdir)[::-1]
+        """Rank 0: (path, counters, None) for the newest complete checkpoint that loads, or (None, None, why).
+        A stored checkpoint's path is its URL; it is read from a local copy."""
+        candidates = self._complete_checkpoints()[::-1]
         if not candidates:
             return None, None, f"no complete checkpoint under {checkpoint.checkpoint_root(self.config.logdir)}"
         for path in candidates:
             try:
-                saved = TrainConfig.from_json(checkpoint.read_config_json(path))
+                local = self.store.fetch_checkpoint(path) if self.store else path
+                saved = TrainConfig.from_json(checkpoint.read_config_json(local))
             except (OSError, ValueError, TypeError) as error:
                 logging.warning("skipping checkpoint %s: its config.json is unreadable (%s)", path, error)
                 continue
@@ -253,7 +272,7 @@ class Trainer:
             if problem:
                 return None, None, f"{path} {problem}"
             try:
-                return path, checkpoint.restore(path, self.learner.checkpoint_items()), None
+                return path, checkpoint.restore(local, self.learner.checkpoint_items()), None
             except Exception as error:  # TensorFlow reports damaged files with several error types
                 first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
                 logging.warning("skipping checkpoint %s: it does not load (%s)", path, first_line[:200])
@@ -272,7 +291,13 @@ class Trainer:
                 self.sample_rng.bit_generator.state = saved["sample_rng"]
         problem, restored = None, None
         shard = checkpoint.replay_shard_path(path, self.world.rank)
-        if self.config.checkpoint_replay and os.path.exists(shard):
+        if self.config.checkpoint_replay and self.store:  # every rank copies its own shard, if stored
+            try:
+                local_shard = os.path.join(self.logdir, "checkpoints", ".resumed", os.path.basename(shard))
+                shard = local_shard if self.store.fetch_shard(shard, local_shard) else shard
+            except storage.StorageError as error:
+                problem = str(error)
+        if self.config.checkpoint_replay and os.path.exists(shard) and problem is None:
             try:
                 self.replay.load(shard)
                 restored = self.replay.digest()  # as saved, so it can be compared with the saved digest
@@ -317,8 +342,9 @@ class Trainer:
         logging.info("replay memory: %s transitions per rank, %d bytes per transition",
                      f"{self.config.replay_capacity:,}", self.replay.bytes_per_transition)
         logging.info("settings:\n%s", self.config.to_json())
-        with open(os.path.join(self.config.logdir, "config.json"), "w") as handle:
+        with open(os.path.join(self.logdir, "config.json"), "w") as handle:
             handle.write(self.config.to_json())
+        self._upload_logs()
 
     # --- the run -------------------------------------------------------------------------------------------
     def run(self) -> Counters:
@@ -345,7 +371,9 @@ class Trainer:
         config, world = self.config, self.world
         self.log_start()
         if world.is_chief and self.writer is None:
-            self.writer = MetricsWriter(config.logdir, config.total_env_steps, self.counters.env_steps,
+            if self.store:  # a resumed run, or a new rank 0 under --elastic, appends to the stored CSV files
+                self.store.fetch_logs()
+            self.writer = MetricsWriter(self.logdir, config.total_env_steps, self.counters.env_steps,
                                         frames_per_step(config.env_id))
         elif not world.is_chief and self.writer is not None:  # elastic: another rank is rank 0 now
             self.writer.close()
@@ -377,10 +405,11 @@ class Trainer:
         if self.stopped_by and world.is_chief:
             logging.info("stopped by %s at %s env steps; checkpoint %s holds everything. To continue, run the "
                          "same command with --resume", self.stopped_by, f"{self.counters.env_steps:,}",
-                         checkpoint.latest_checkpoint(config.logdir))
+                         self._complete_checkpoints()[-1])
         if self.writer:
             self.writer.close()
             self.writer = None
+            self._upload_logs()
         self.env.close()
         self.sampler.shutdown()
         return self.counters
@@ -569,6 +598,17 @@ class Trainer:
                    episodes=self.counters.episodes, epsilon=epsilon,
                    learning_rate=current_learning_rate(self.learner.optimizer))
         self.writer.write(row, eval_return_mean=eval_return)
+        self._upload_logs()
+
+    def _upload_logs(self) -> None:
+        """Rank 0, object-store logdir: uploads the logs as they are now. A failure is only a warning (the next
+        log point uploads the whole files again); a checkpoint that cannot be stored stops the job."""
+        if self.store is None or not self.world.is_chief:
+            return
+        try:
+            self.store.upload_logs()
+        except storage.StorageError as error:
+            logging.warning("%s; the next log point tries again", error)
 
     def _sum_episode_counts(self) -> None:
         """Collective: adds every rank's newly finished episodes to the job's episode counter."""
@@ -588,15 +628,25 @@ class Trainer:
         config, env_steps = self.config, self.counters.env_steps
         self._sum_episode_counts()
         shard_error = None
+        staging = checkpoint.staging_path(self.logdir, env_steps)
         if config.checkpoint_replay:
             if self.world.is_chief:
-                checkpoint.create_staging(config.logdir, env_steps)
+                checkpoint.create_staging(self.logdir, env_steps)
+                if self.store:
+                    shard_error = self._unmark_stored(env_steps)
             distributed.barrier("staging_created")
             try:
-                self.replay.save(checkpoint.replay_shard_path(checkpoint.staging_path(config.logdir, env_steps),
-                                                              self.world.rank))
+                if self.store and not self.world.is_chief:  # a mirror of its own: no folder is shared
+                    checkpoint.create_staging(self.logdir, env_steps)
+                shard = checkpoint.replay_shard_path(staging, self.world.rank)
+                self.replay.save(shard)
+                if self.store and not self.world.is_chief:
+                    self.store.upload_shard(shard, checkpoint.checkpoint_name(env_steps))
+                    shutil.rmtree(staging, ignore_errors=True)
             except OSError as error:
                 shard_error = f"rank {self.world.rank} could not write its replay shard ({error.strerror or error})"
+            except storage.StorageError as error:
+                shard_error = f"rank {self.world.rank} could not store its replay shard ({error})"
         rank_state = dict(weights_digest=distributed.weights_digest(self.learner.online.variables),
                           rng=self.rng.bit_generator.state, sample_rng=self.sample_rng.bit_generator.state,
                           update_credit=self.update_credit,
@@ -616,12 +666,17 @@ class Trainer:
                                                                       "replay_digest")}
                                          for state in rank_states])
             try:
-                path = checkpoint.save(config.logdir, self.learner.checkpoint_items(), counters,
-                                       config.to_json(), config.keep_checkpoints)
+                # A mirror keeps only the newest checkpoint locally; the store keeps --keep_checkpoints.
+                path = checkpoint.save(self.logdir, self.learner.checkpoint_items(), counters,
+                                       config.to_json(), 1 if self.store else config.keep_checkpoints)
+                if self.store:
+                    path = self.store.upload_checkpoint(path, config.keep_checkpoints)
             except (OSError, tf_errors()) as error:
                 problem = f"rank 0 could not write it ({getattr(error, 'strerror', None) or error})"
+            except storage.StorageError as error:
+                problem = f"rank 0 could not store it ({error})"
         elif self.world.is_chief:
-            shutil.rmtree(checkpoint.staging_path(config.logdir, env_steps), ignore_errors=True)
+            shutil.rmtree(staging, ignore_errors=True)
         problem = distributed.broadcast_object(problem, "checkpoint_problem")
         if problem:
             raise CheckpointError(f"checkpoint at {env_steps:,} env steps in {checkpoint.checkpoint_root(config.logdir)}"
@@ -629,6 +684,15 @@ class Trainer:
         if path:
             logging.info("checkpoint written: %s", path)
         self.last_checkpoint_env_steps = env_steps
+
+    def _unmark_stored(self, env_steps: int) -> Optional[str]:
+        """Rank 0, object store: unmarks a stored checkpoint of the same env steps before the ranks upload
+        shards into it; returns the problem, if any."""
+        try:
+            self.store.unmark(checkpoint.checkpoint_name(env_steps))
+        except storage.StorageError as error:
+            return f"rank 0 could not prepare it ({error})"
+        return None
 
 
 # Settings that decide the shapes of what a checkpoint holds; a resumed run must agree on them.

@@ -1,9 +1,11 @@
 """Object-store logdirs against a real S3 server: moto's, started on 127.0.0.1 by these tests and stopped by
 them. A trained run's logdir copied to s3:// is evaluated, exported and plotted from there exactly as from
-the local folder; incomplete checkpoints are skipped; a missing bucket or missing credentials is one line."""
+the local folder; incomplete checkpoints are skipped; two ranks train into s3:// with replay shards and
+resume exactly from it; a missing bucket or missing credentials is one line."""
 import json
 import os
 import pathlib
+import re
 import socket
 import subprocess
 import sys
@@ -118,3 +120,75 @@ def test_missing_bucket_run_or_credentials_are_one_line(stored_run, tmp_path):
         result = python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=2"], timeout=120, check=False)
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
         assert result.stderr.strip().splitlines()[-1].startswith(f"hvd_dqn.evaluate: error: {message}"), result.stderr
+
+
+# Two ranks, one update per env step of each rank from 1,000 transitions per rank, no stop rule (as in
+# test_reliability.py, so the counts below do not move with the preset's tuning).
+TRAIN_TO_STORE = [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+                  "--eval_interval_env_steps=0", "--rank_scaling=batch", "--num_envs=4", "--train_frequency=1",
+                  "--batch_size=64", "--stop_at_train_return=inf", "--checkpoint_replay", "--prioritized_replay",
+                  "--checkpoint_interval_env_steps=1500", "--log_interval_env_steps=500", "--keep_checkpoints=2"]
+
+
+def _stored(url):
+    import s3fs
+
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False)
+    return fs, url.removeprefix("s3://")
+
+
+def test_two_ranks_train_into_s3_resume_exactly_from_it_and_evaluate_from_it(s3_server, tmp_path):
+    url = f"{s3_server}/train/cartpole"
+    fs, root = _stored(url)
+    horovodrun(2, [*TRAIN_TO_STORE, f"--logdir={url}", "--total_env_steps=3000"], timeout=600)
+    # The logs and both checkpoints are objects; each checkpoint holds both ranks' replay shards.
+    names = {path.rsplit("/", 1)[1] for path in fs.ls(root)}
+    assert {"config.json", "metrics.csv", "episodes.csv", "checkpoints"} <= names
+    assert any(name.startswith("events.out.tfevents") for name in names)
+    assert [path.rsplit("/", 1)[1] for path in fs.ls(f"{root}/checkpoints")] == ["ckpt-000000001504",
+                                                                                 "ckpt-000000003000"]
+    newest = f"{root}/checkpoints/ckpt-000000003000"
+    assert {"COMPLETE", "counters.json", "config.json", "replay-rank00000.npz", "replay-rank00001.npz"} <= {
+        path.rsplit("/", 1)[1] for path in fs.ls(newest)}
+    saved = json.loads(fs.cat_file(f"{newest}/counters.json"))
+    assert saved["env_steps"] == 3000 and saved["updates"] == 504
+    assert len(set(saved["replica_weight_digests"])) == 1
+    rows_before = fs.cat_file(f"{root}/metrics.csv").decode().count("\n")
+
+    # Resume from the store alone (the ranks' local mirrors are gone with their processes).
+    result = horovodrun(2, [*TRAIN_TO_STORE, f"--logdir={url}", "--total_env_steps=4500", "--resume"], timeout=600)
+    log = result.stdout + result.stderr
+    assert f"resumed from {url}/checkpoints/ckpt-000000003000" in log
+    restored = re.search(r"replay memories restored \(transitions per rank \[\d+, \d+\]; digests \['(\w+)', '(\w+)'\]\)", log)
+    assert restored, log[-3000:]
+    assert list(restored.groups()) == [state["replay_digest"] for state in saved["rank_states"]]  # bit for bit
+    assert "restored replay digests" not in log  # the trainer's own comparison found no difference
+    final = json.loads(fs.cat_file(f"{root}/checkpoints/ckpt-000000004504/counters.json"))
+    assert final["env_steps"] == 4504 and final["updates"] == 504 + 188 * 4  # no refill: exact continuation
+    # --keep_checkpoints=2 holds in the store; metrics.csv was appended to, not replaced.
+    assert [path.rsplit("/", 1)[1] for path in fs.ls(f"{root}/checkpoints")] == ["ckpt-000000003000",
+                                                                                 "ckpt-000000004504"]
+    assert fs.cat_file(f"{root}/metrics.csv").decode().count("\n") > rows_before
+
+    report = _evaluate(url, tmp_path, "trained-in-store")
+    assert report["env_steps"] == 4504 and len(report["returns"]) == 4
+
+
+def test_training_into_a_missing_bucket_or_without_credentials_is_one_line(s3_server, tmp_path, monkeypatch):
+    args = [*TRAIN_TO_STORE[3:], "--total_env_steps=2000"]  # one process, no launcher: its whole output is ours
+
+    def error_line(logdir):
+        result = python_module("hvd_dqn.train", [*args, f"--logdir={logdir}"], timeout=300, check=False)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+        return result.stderr.strip().splitlines()[-1]
+
+    assert error_line("s3://no-such-bucket-here/run").startswith(
+        "hvd_dqn.train: error: --logdir=s3://no-such-bucket-here/run: cannot write there (")
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no waiting for an instance-metadata service
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    assert error_line(f"{s3_server}/run-without-credentials") == (
+        f"hvd_dqn.train: error: --logdir={s3_server}/run-without-credentials: cannot write there (Unable to locate "
+        "credentials)")

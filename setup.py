@@ -36,11 +36,14 @@ setup(
     # for users who do not install it.
     extras_require={"minatar": pinned(("minatar",)),
                     # Object-store logdirs (s3://) through fsspec; gs:// needs gcsfs besides.
-                    "cloud": pinned(("s3fs", "fsspec"))},
+                    "cloud": pinned(("s3fs", "fsspec")),
+                    # Training on a Ray cluster (python -m hvd_dqn.ray_train) through horovod.ray.
+                    "ray": pinned(("ray",))},
     package_data={"hvd_dqn": ["reference/*.json"]},
     entry_points={
         "console_scripts": [
             "hvd-dqn-train=hvd_dqn.train:run",
+            "hvd-dqn-ray-train=hvd_dqn.ray_train:run",
             "hvd-dqn-evaluate=hvd_dqn.evaluate:run",
             "hvd-dqn-export=hvd_dqn.export:run",
         ]

@@ -3,7 +3,7 @@
 #   1. Debian packages Horovod builds against (Open MPI with headers; a C++ toolchain and cmake),
 #   2. a virtual environment in <repo>/.venv,
 #   3. the pinned TensorFlow, then Horovod compiled against it with TensorFlow, MPI and Gloo,
-#   4. hvd_dqn itself with the MinAtar and cloud extras (`pip install -e '.[minatar,cloud]'`),
+#   4. hvd_dqn itself with the MinAtar, cloud and Ray extras (`pip install -e '.[minatar,cloud,ray]'`),
 # and fails loudly unless `horovodrun --check-build` shows TensorFlow, MPI and Gloo.
 # A second run on a set-up machine only compares a stamp and takes a second or two.
 #
@@ -101,7 +101,7 @@ fi
 
 # --- 4. hvd_dqn itself -----------------------------------------------------------------------------------
 log "installing hvd_dqn (editable) with its MinAtar and cloud extras, and its test requirements"
-"${pip[@]}" install -c constraints.txt -e '.[minatar,cloud]' pytest jsonschema 'moto[server]'
+"${pip[@]}" install -c constraints.txt -e '.[minatar,cloud,ray]' pytest jsonschema 'moto[server]'
 
 # --- Verify ------------------------------------------------------------------------------------------------
 build="$("$venv/bin/horovodrun" --check-build 2>&1)" || die "horovodrun --check-build failed:\n$build"

@@ -1,0 +1,156 @@
+"""Training on a Ray cluster: `python -m hvd_dqn.ray_train --num_workers=N [--cpus_per_worker=C] [--use_gpu]
+[--ray_address=auto] <the flags of hvd_dqn.train>`.
+
+The same training as `horovodrun -np N python -m hvd_dqn.train`, launched by Horovod's own Ray integration
+(`horovod.ray.RayExecutor`): Ray places N actors (C CPUs and, with --use_gpu, one GPU each), Horovod forms its
+Gloo ring between them, and each actor runs one rank of `hvd_dqn.train.Trainer`. This driver process checks
+the flags first, so a bad flag is one line before any Ray process starts; it then prints rank 0's progress
+(Ray forwards the actors' logs) and ends with one line: the run's summary, or the first worker's error.
+
+Without --ray_address a Ray instance is started on this machine, on 127.0.0.1 only; --ray_address=auto joins
+the cluster this machine belongs to (`ray start`), ray://HOST:10001 a remote one through Ray Client.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+import sys
+
+from absl import app, flags, logging
+
+from hvd_dqn import cli
+from hvd_dqn.config import ConfigError, TrainConfig, validate
+from hvd_dqn.flags import config_from_flags
+# Importing the trainer defines hvd_dqn.train's flags, which this program takes as its own.
+from hvd_dqn.train import CheckpointError, Trainer
+
+PROGRAM = "hvd_dqn.ray_train"
+
+flags.DEFINE_integer("num_workers", 2, "Ray workers, one Horovod rank each.")
+flags.DEFINE_integer("cpus_per_worker", 1, "CPUs Ray reserves for each worker.")
+flags.DEFINE_bool("use_gpu", False, "Reserve one GPU per worker (Horovod pins each rank to its GPU).")
+flags.DEFINE_string("ray_address", "", "Ray cluster to join: auto, HOST:PORT or ray://HOST:10001; empty: start a "
+                                       "Ray instance on this machine, on 127.0.0.1 only.")
+flags.DEFINE_integer("placement_timeout_s", 100, "Seconds to wait for Ray to find resources for every worker.")
+FLAGS = flags.FLAGS
+
+
+def train_on_worker(config: TrainConfig) -> dict:
+    """Runs in each Ray worker as one Horovod rank (RayExecutor has set its HOROVOD_* variables). Returns
+    {"counters": ...} or {"error": one line}, so the driver reports a training error without a traceback."""
+    from hvd_dqn import distributed
+
+    rank = distributed.launcher_rank()
+    logging.set_verbosity(logging.INFO if rank == 0 else logging.WARNING)  # rank 0 alone reports progress
+    try:
+        config = validate(config, check_logdir_writable=rank == 0)  # the driver's host may not be rank 0's
+        counters = Trainer(config).run()
+    except (ConfigError, CheckpointError) as error:
+        return {"error": str(error)}
+    return {"counters": dataclasses.asdict(counters)}
+
+
+def _check_ray_flags() -> None:
+    for name in ("num_workers", "cpus_per_worker", "placement_timeout_s"):
+        if FLAGS[name].value < 1:
+            raise ConfigError(f"--{name}={FLAGS[name].value}: must be a positive integer")
+
+
+def _start_ray():
+    """Joins --ray_address, or starts Ray on this machine bound to loopback; returns the ray module."""
+    if not FLAGS.ray_address:
+        # Ray takes the loopback address as the node's when this is 0 (its default on macOS and Windows),
+        # and then binds its servers to it; read when ray is imported.
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    import ray
+
+    # Set in every worker from its start: TensorFlow's C++ start-up chatter off (as hvd_dqn.train does), and
+    # horovod.ray's use of a Ray API that Ray 2.60 deprecates not warned about once per worker.
+    runtime_env = {"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3"),
+                                "PYTHONWARNINGS": "ignore::DeprecationWarning"}}
+    unreachable = _unreachable(FLAGS.ray_address)
+    if unreachable:  # Ray itself would retry for minutes before giving up
+        raise ConfigError(f"--ray_address={FLAGS.ray_address}: cannot join a Ray cluster there ({unreachable})")
+    try:
+        if FLAGS.ray_address:
+            ray.init(address=FLAGS.ray_address, runtime_env=runtime_env, log_to_driver=True)
+        else:
+            ray.init(include_dashboard=False, runtime_env=runtime_env, log_to_driver=True)
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        raise ConfigError(f"--ray_address={FLAGS.ray_address}: cannot join a Ray cluster there "
+                          f"({_first_line(error)})") from None
+    needed = FLAGS.num_workers * FLAGS.cpus_per_worker
+    available = ray.cluster_resources().get("CPU", 0)
+    if not FLAGS.ray_address and available < needed:  # a local instance cannot grow; a cluster may autoscale
+        ray.shutdown()
+        raise ConfigError(f"--num_workers={FLAGS.num_workers} x --cpus_per_worker={FLAGS.cpus_per_worker} needs "
+                          f"{needed} CPUs; this machine's Ray instance has {available:g}")
+    return ray
+
+
+def _unreachable(address: str):
+    """Why nothing answers at a HOST:PORT or ray://HOST:PORT address, or None (also for "auto" and "")."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError as error:
+        return error.strerror or str(error) or type(error).__name__
+    return None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return (text.splitlines()[0] if text else type(error).__name__)[:300]
+
+
+def train_on_ray(config: TrainConfig) -> dict:
+    """Driver: starts the workers, trains, returns rank 0's counters; raises ConfigError with one line."""
+    if config.elastic:
+        raise ConfigError("--elastic: not available under Ray (horovod.ray's elastic executor discovers hosts by "
+                          "itself and does not run hvd_dqn's elastic state); use horovodrun's --host-discovery-script")
+    ray = _start_ray()
+    from horovod.ray import RayExecutor
+
+    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60,
+                                                       placement_group_timeout_s=FLAGS.placement_timeout_s),
+                           num_workers=FLAGS.num_workers, cpus_per_worker=FLAGS.cpus_per_worker,
+                           use_gpu=FLAGS.use_gpu, gpus_per_worker=1 if FLAGS.use_gpu else None)
+    try:
+        executor.start()
+        results = executor.run(train_on_worker, args=[config])
+    except (ray.exceptions.RayError, TimeoutError) as error:
+        raise ConfigError(f"a Ray worker failed: {_first_line(error)}") from None
+    finally:
+        executor.shutdown()
+        ray.shutdown()
+    errors = [result["error"] for result in results if "error" in result]
+    if errors:
+        raise ConfigError(errors[0])
+    return results[0]["counters"]
+
+
+def main(argv) -> None:
+    logging.set_verbosity(logging.WARNING)  # this driver's progress is rank 0's, forwarded by Ray
+    if len(argv) > 1:
+        cli.fail(PROGRAM, f"unexpected arguments {' '.join(argv[1:])}; every setting is a --flag (see --helpfull)")
+    try:
+        _check_ray_flags()
+        config = config_from_flags(check_logdir_writable=True)
+        counters = train_on_ray(config)
+    except (ConfigError, CheckpointError) as error:
+        cli.fail(PROGRAM, str(error))
+    print(f"{PROGRAM}: trained {counters['env_steps']:,} env steps, {counters['updates']:,} updates, "
+          f"{counters['episodes']:,} episodes on {FLAGS.num_workers} Ray workers; logdir {config.logdir}",
+          flush=True)
+
+
+def run() -> None:
+    """Console-script entry point."""
+    app.run(main, flags_parser=cli.flags_parser(PROGRAM))
+
+
+if __name__ == "__main__":
+    sys.exit(run())

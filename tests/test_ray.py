@@ -1,0 +1,120 @@
+"""python -m hvd_dqn.ray_train against a real Ray head: `ray start --head` on 127.0.0.1, started and stopped by
+these tests, with token authentication. Two Ray workers train CartPole with identical replicas, rank 0 alone
+writes, and the checkpoint evaluates; bad flags and a killed worker are one line."""
+import json
+import os
+import pathlib
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from conftest import REPO, python_module, subprocess_env
+from hvd_dqn import checkpoint
+
+RAY = str(pathlib.Path(sys.executable).parent / "ray")
+TRAIN = [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--num_workers=2", "--eval_interval_env_steps=0",
+         "--log_interval_env_steps=1000", "--stop_at_train_return=inf"]
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory):
+    """A Ray head on 127.0.0.1 with 2 CPUs. The variables this process sets (and so every subprocess the
+    tests start inherits) keep Ray on loopback and give driver and head the same authentication token."""
+    saved = {name: os.environ.get(name) for name in
+             ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_USAGE_STATS_ENABLED")}
+    os.environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=uuid.uuid4().hex,
+                      RAY_USAGE_STATS_ENABLED="0")
+    port = _free_port()
+    try:
+        started = subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+                                  "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
+                                 capture_output=True, text=True, timeout=120, env=subprocess_env())
+        if started.returncode != 0:
+            pytest.fail(f"ray start failed:\n{started.stdout[-3000:]}\n{started.stderr[-3000:]}")
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120, env=subprocess_env())
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def test_two_ray_workers_train_with_equal_replicas_and_the_checkpoint_evaluates(ray_head, tmp_path):
+    logdir = tmp_path / "run"
+    result = python_module("hvd_dqn.ray_train", [*TRAIN, f"--ray_address={ray_head}", f"--logdir={logdir}",
+                                                 "--total_env_steps=3000", "--checkpoint_interval_env_steps=1500"],
+                           timeout=600)
+    assert result.stdout.strip().splitlines()[-1] == (
+        f"hvd_dqn.ray_train: trained 3,000 env steps, 1,004 updates, {_episodes(logdir)} episodes on 2 Ray workers; "
+        f"logdir {logdir}")
+    assert "rank 0 (local rank 0" in result.stderr and "rank 1 (local rank 1" in result.stderr
+    saved = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+    assert saved["env_steps"] == 3000 and saved["world_size"] == 2
+    assert len(set(saved["replica_weight_digests"])) == 1  # the allreduce kept the replicas bitwise equal
+    # Rank 0 alone writes: one TensorBoard event file (each writer names its own by host and pid), beside the
+    # logs, whatever the number of workers.
+    files = sorted(path.name for path in logdir.iterdir() if path.is_file())
+    assert [name for name in files if not name.startswith("events.out.tfevents.")] == [
+        "config.json", "episodes.csv", "metrics.csv"]
+    assert len(files) == 4
+    report = tmp_path / "eval.json"
+    python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=4", f"--json={report}"], timeout=300)
+    assert json.loads(report.read_text())["env_steps"] == 3000
+
+
+def _episodes(logdir) -> str:
+    rows = (logdir / "episodes.csv").read_text().strip().splitlines()[1:]
+    return f"{len(rows):,}"
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--num_workers=0"], "--num_workers=0: must be a positive integer"),
+    (["--batch_size=0"], "--batch_size=0: must be a positive integer"),
+    (["--elastic", "--rank_scaling=batch"], "--elastic: not available under Ray"),
+    (["--ray_address=127.0.0.1:1"], "--ray_address=127.0.0.1:1: cannot join a Ray cluster there"),
+])
+def test_bad_flags_are_one_line(tmp_path, arguments, message):
+    result = python_module("hvd_dqn.ray_train", [*TRAIN, f"--logdir={tmp_path / 'run'}", *arguments], timeout=120,
+                           check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1].startswith(f"hvd_dqn.ray_train: error: {message}"), \
+        result.stderr[-3000:]
+
+
+def test_a_killed_worker_ends_the_job_with_one_line(ray_head, tmp_path):
+    command = [sys.executable, "-m", "hvd_dqn.ray_train", *TRAIN, f"--ray_address={ray_head}",
+               f"--logdir={tmp_path / 'run'}", "--total_env_steps=1000000"]
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=subprocess_env(),
+                           cwd=REPO)
+    output, deadline, pids = [], time.monotonic() + 300, {}
+    try:
+        for line in job.stdout:  # until the world description names every rank's process
+            output.append(line)
+            pids.update({int(rank): int(pid) for rank, pid in re.findall(r"rank (\d+) \(local rank \d+, pid (\d+)\)",
+                                                                          line)})
+            if len(pids) == 2 or time.monotonic() > deadline:
+                break
+        assert len(pids) == 2, "".join(output)[-3000:]
+        os.kill(pids[1], signal.SIGKILL)
+        rest, _ = job.communicate(timeout=300)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    lines = ("".join(output) + rest).strip().splitlines()
+    assert job.returncode == 2, lines[-20:]
+    assert lines[-1].startswith("hvd_dqn.ray_train: error: a Ray worker failed: "), lines[-20:]
+    assert not [line for line in lines if line.startswith("Traceback")]

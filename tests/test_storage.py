@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import PYTHON, REPO, horovodrun, python_module, run
+from conftest import PYTHON, REPO, horovodrun, python_module, run, subprocess_env
 
 BUCKET = "hvd-dqn-test"
 
@@ -24,27 +24,33 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+def _start_moto_server():
+    """(process, port) of a moto S3 server listening on 127.0.0.1, once it accepts connections."""
+    port = _free_port()
+    server = subprocess.Popen([str(pathlib.Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p",
+                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return server, port
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                pytest.fail("moto_server did not start")
+            time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def s3_server():
     """A moto S3 server on loopback; the AWS variables of this process (and so of every subprocess the tests
     start) point at it while the module runs."""
-    port = _free_port()
-    server = subprocess.Popen([str(pathlib.Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p",
-                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server, port = _start_moto_server()
     saved = {name: os.environ.get(name) for name in
              ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL")}
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
                       AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    pytest.fail("moto_server did not start")
-                time.sleep(0.2)
         import s3fs
 
         s3fs.S3FileSystem(skip_instance_cache=True).mkdir(BUCKET)
@@ -192,3 +198,40 @@ def test_training_into_a_missing_bucket_or_without_credentials_is_one_line(s3_se
     assert error_line(f"{s3_server}/run-without-credentials") == (
         f"hvd_dqn.train: error: --logdir={s3_server}/run-without-credentials: cannot write there (Unable to locate "
         "credentials)")
+
+
+def test_a_store_that_goes_away_stops_the_job_at_its_next_checkpoint_with_one_line(s3_server, tmp_path, monkeypatch):
+    """The store answers at start-up (the probe passes, the first logs are uploaded), then its server stops:
+    the log uploads only warn, and the next checkpoint ends the job with one line."""
+    import s3fs
+
+    server, port = _start_moto_server()
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+        monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # botocore's retries, so the failure comes within seconds
+        s3fs.S3FileSystem(skip_instance_cache=True).mkdir("vanishing")
+        command = [PYTHON, "-m", "hvd_dqn.train", *TRAIN_TO_STORE[3:], "--logdir=s3://vanishing/run",
+                   "--total_env_steps=100000", "--checkpoint_interval_env_steps=6000", "--log_interval_env_steps=1000"]
+        job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=subprocess_env(), cwd=REPO)
+        output = []
+        for line in job.stdout:  # the first progress line: the probe passed and the first logs were uploaded
+            output.append(line)
+            if "env steps 1,000/" in line:
+                break
+        server.terminate()
+        server.wait(timeout=30)
+        rest, _ = job.communicate(timeout=300)
+    finally:
+        if server.poll() is None:
+            server.kill()
+        if "job" in locals() and job.poll() is None:
+            job.kill()
+    lines = ("".join(output) + rest).strip().splitlines()
+    assert job.returncode == 2 and not [line for line in lines if "Traceback" in line], lines[-20:]
+    assert any("the next log point tries again" in line for line in lines), lines[-20:]  # a warning, not a stop
+    # With --checkpoint_replay rank 0's first store operation of a checkpoint is clearing its COMPLETE marker.
+    assert lines[-1].startswith("hvd_dqn.train: error: checkpoint at 6,000 env steps in s3://vanishing/run/"
+                                "checkpoints failed: rank 0 could not prepare it (s3://vanishing/run: cannot read its "
+                                "checkpoints (Could not connect to the endpoint URL"), lines[-5:]
+    assert lines[-1].endswith("; the earlier checkpoints are intact")

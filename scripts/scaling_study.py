@@ -15,13 +15,14 @@ measured at the same budget.
 
 Each finished run's evidence (episodes.csv, metrics.csv, config.json and run.json with its flags and wall time)
 is copied to OUT_runs/np<ranks>_seed<seed>/, beside the results, so anyone can recompute the study from the raw
-episodes. Runs whose evidence is already there (made with the same preset and flags), or that finished in
---workdir (a final checkpoint at the budget), are not trained again: a study can be stopped and continued,
-in another session or on another machine, from what the repository holds. Ranks beyond the cores
+episodes. Runs whose evidence is already there (made with the same preset, byte for byte, and flags), or that
+finished in --workdir (a final checkpoint at the budget), are not trained again: a study can be stopped and
+continued, in another session or on another machine, from what the repository holds. Ranks beyond the cores
 oversubscribe them: env steps, not wall time, are compared.
 Writes OUT.json (one record per run plus a summary per rank count) and OUT.png.
 """
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -137,7 +138,7 @@ def kept_evidence(evidence: str, provenance: dict):
             kept = json.load(handle)
     except (OSError, ValueError):
         return None
-    differing = [key for key in ("flagfile", "extra_flags", "budget_env_steps", "ranks", "seed")
+    differing = [key for key in ("flagfile", "flagfile_sha256", "extra_flags", "budget_env_steps", "ranks", "seed")
                  if kept.get(key) != provenance[key]]
     if differing:
         raise StudyError(f"{evidence} holds a run made with another {', '.join(differing)} "
@@ -227,13 +228,15 @@ def main(argv=None) -> int:
         args.flagfile = os.path.abspath(args.flagfile)
         records, task = [], None
         evidence_root = args.out + "_runs"
+        with open(args.flagfile, "rb") as handle:  # evidence is tied to the preset's content, not only its name
+            preset_digest = hashlib.sha256(handle.read()).hexdigest()[:16]
         for ranks in ranks_list:
             for seed in seeds:
                 name = f"np{ranks}_seed{seed}"
                 logdir = os.path.abspath(os.path.join(args.workdir, name))
                 evidence = os.path.join(evidence_root, name)
-                provenance = dict(flagfile=os.path.relpath(args.flagfile, REPO), extra_flags=extra,
-                                  budget_env_steps=args.budget_env_steps, ranks=ranks, seed=seed)
+                provenance = dict(flagfile=os.path.relpath(args.flagfile, REPO), flagfile_sha256=preset_digest,
+                                  extra_flags=extra, budget_env_steps=args.budget_env_steps, ranks=ranks, seed=seed)
                 kept = kept_evidence(evidence, provenance)
                 if kept is None:
                     wall = recorded_wall(logdir)

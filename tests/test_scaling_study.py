@@ -31,8 +31,9 @@ def test_target_is_reached_when_a_window_of_consecutive_episodes_averages_it():
 
 def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path):
     out = tmp_path / "cartpole"
-    study_command = [PYTHON, str(REPO / "scripts" / "scaling_study.py"),
-                     f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--ranks=2", "--seeds=0", "--target=30",
+    preset = tmp_path / "cartpole.flags"  # a copy, changed below
+    shutil.copyfile(REPO / "configs" / "cartpole.flags", preset)
+    study_command = [PYTHON, str(REPO / "scripts" / "scaling_study.py"), f"--flagfile={preset}", "--ranks=2", "--seeds=0", "--target=30",
                      "--window=10", "--budget_env_steps=3000", f"--workdir={tmp_path / 'runs'}"]
     extra = ["--learning_starts=500", "--log_interval_env_steps=1000"]
     result = run([*study_command, f"--out={out}", "--", *extra], timeout=600)
@@ -65,6 +66,11 @@ def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path)
     assert mixed.returncode == 2 and mixed.stderr.strip() == (
         f"scaling_study.py: error: {evidence} holds a run made with another extra_flags "
         f"(extra_flags={extra!r}); choose another --out")
+    # Nor is evidence made with another version of the preset under the same name.
+    preset.write_text(preset.read_text() + "--gamma=0.98\n")
+    changed = run([*study_command, f"--out={out}", "--", *extra], timeout=120, check=False)
+    assert changed.returncode == 2 and changed.stderr.strip().startswith(
+        f"scaling_study.py: error: {evidence} holds a run made with another flagfile_sha256 (flagfile_sha256='")
 
 
 @pytest.mark.parametrize("arguments, message", [

@@ -63,7 +63,11 @@ def _start_ray():
         # Ray takes the loopback address as the node's when this is 0 (its default on macOS and Windows),
         # and then binds its servers to it; read when ray is imported.
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    import ray
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("needs Ray: pip install -c constraints.txt -e '.[ray]' (scripts/setup.sh installs it)") \
+            from None
 
     # Set in every worker from its start: TensorFlow's C++ start-up chatter off (as hvd_dqn.train does), and
     # horovod.ray's use of a Ray API that Ray 2.60 deprecates not warned about once per worker.

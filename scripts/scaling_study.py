@@ -215,6 +215,8 @@ def main(argv=None) -> int:
     parser.add_argument("--budget_env_steps", type=int, required=True, help="Env steps of every run (over ranks).")
     parser.add_argument("--workdir", required=True, help="Folder for the runs' logdirs (outside git).")
     parser.add_argument("--out", required=True, help="Writes OUT.json and OUT.png.")
+    parser.add_argument("--report_only", action="store_true",
+                        help="Train nothing: report the runs whose evidence is kept, list the others as missing.")
     args = parser.parse_args(argv)
     try:
         ranks_list, seeds = parse_int_list(args.ranks, "ranks"), parse_int_list(args.seeds, "seeds")
@@ -226,7 +228,7 @@ def main(argv=None) -> int:
         if not os.path.isdir(out_folder):
             raise StudyError(f"--out={args.out}: folder {out_folder} does not exist")
         args.flagfile = os.path.abspath(args.flagfile)
-        records, task = [], None
+        records, missing, task = [], [], None
         evidence_root = args.out + "_runs"
         with open(args.flagfile, "rb") as handle:  # evidence is tied to the preset's content, not only its name
             preset_digest = hashlib.sha256(handle.read()).hexdigest()[:16]
@@ -238,6 +240,9 @@ def main(argv=None) -> int:
                 provenance = dict(flagfile=os.path.relpath(args.flagfile, REPO), flagfile_sha256=preset_digest,
                                   extra_flags=extra, budget_env_steps=args.budget_env_steps, ranks=ranks, seed=seed)
                 kept = kept_evidence(evidence, provenance)
+                if kept is None and args.report_only:
+                    missing.append(dict(ranks=ranks, seed=seed))
+                    continue
                 if kept is None:
                     wall = recorded_wall(logdir)
                     done = finished_env_steps(logdir)
@@ -258,7 +263,7 @@ def main(argv=None) -> int:
                       f"final return {record['final_return']:.1f}", flush=True)
         study = dict(task=task, flagfile=os.path.relpath(args.flagfile, REPO), extra_flags=extra, target=args.target,
                      window=args.window, budget_env_steps=args.budget_env_steps, ranks=ranks_list, seeds=seeds,
-                     runs=records, summary=summarise(records, ranks_list))
+                     runs=records, missing_runs=missing, summary=summarise(records, ranks_list))
         with open(args.out + ".json", "w") as handle:
             json.dump(study, handle, indent=2)
             handle.write("\n")

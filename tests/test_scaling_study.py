@@ -61,6 +61,11 @@ def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path)
     again = run([*study_command, f"--out={out}", "--", *extra], timeout=120)
     assert "training:" not in again.stdout and "training:" in result.stdout
     assert json.loads((tmp_path / "cartpole.json").read_text())["runs"] == study["runs"]
+    # --report_only trains nothing: seed 1 has no evidence and is listed as missing.
+    report = run([*study_command, f"--out={out}", "--seeds=0,1", "--report_only", "--", *extra], timeout=120)
+    reported = json.loads((tmp_path / "cartpole.json").read_text())
+    assert "training:" not in report.stdout and not (tmp_path / "runs").exists()
+    assert reported["runs"] == study["runs"] and reported["missing_runs"] == [{"ranks": 2, "seed": 1}]
     # Evidence made with other flags is never mixed into a study.
     mixed = run([*study_command, f"--out={out}", "--", "--learning_starts=600"], timeout=120, check=False)
     assert mixed.returncode == 2 and mixed.stderr.strip() == (

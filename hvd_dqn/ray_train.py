@@ -113,8 +113,8 @@ def _first_line(error: BaseException) -> str:
 def train_on_ray(config: TrainConfig) -> dict:
     """Driver: starts the workers, trains, returns rank 0's counters; raises ConfigError with one line."""
     if config.elastic:
-        raise ConfigError("--elastic: not available under Ray (horovod.ray's elastic executor discovers hosts by "
-                          "itself and does not run hvd_dqn's elastic state); use horovodrun's --host-discovery-script")
+        raise ConfigError("--elastic: not available under Ray yet (hvd_dqn's elastic state has not been tried with "
+                          "horovod.ray's elastic executor); use horovodrun's --host-discovery-script")
     ray = _start_ray()
     from horovod.ray import RayExecutor
 

@@ -19,7 +19,7 @@ import sys
 
 from absl import app, flags, logging
 
-from hvd_dqn import cli
+from hvd_dqn import cli, storage
 from hvd_dqn.config import ConfigError, TrainConfig, validate
 from hvd_dqn.flags import config_from_flags
 # Importing the trainer defines hvd_dqn.train's flags, which this program takes as its own.
@@ -83,7 +83,7 @@ def _start_ray():
             ray.init(include_dashboard=False, runtime_env=runtime_env, log_to_driver=True)
     except (ConnectionError, RuntimeError, ValueError) as error:
         raise ConfigError(f"--ray_address={FLAGS.ray_address}: cannot join a Ray cluster there "
-                          f"({_first_line(error)})") from None
+                          f"({storage.describe(error)})") from None
     needed = FLAGS.num_workers * FLAGS.cpus_per_worker
     available = ray.cluster_resources().get("CPU", 0)
     if not FLAGS.ray_address and available < needed:  # a local instance cannot grow; a cluster may autoscale
@@ -105,11 +105,6 @@ def _unreachable(address: str):
     return None
 
 
-def _first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return (text.splitlines()[0] if text else type(error).__name__)[:300]
-
-
 def train_on_ray(config: TrainConfig) -> dict:
     """Driver: starts the workers, trains, returns rank 0's counters; raises ConfigError with one line."""
     if config.elastic:
@@ -126,7 +121,7 @@ def train_on_ray(config: TrainConfig) -> dict:
         executor.start()
         results = executor.run(train_on_worker, args=[config])
     except (ray.exceptions.RayError, TimeoutError) as error:
-        raise ConfigError(f"a Ray worker failed: {_first_line(error)}") from None
+        raise ConfigError(f"a Ray worker failed: {storage.describe(error)}") from None
     finally:
         executor.shutdown()
         ray.shutdown()

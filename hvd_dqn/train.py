@@ -265,7 +265,7 @@ class Trainer:
             try:
                 local = self.store.fetch_checkpoint(path) if self.store else path
                 saved = TrainConfig.from_json(checkpoint.read_config_json(local))
-            except (OSError, ValueError, TypeError) as error:
+            except (OSError, ValueError, TypeError, storage.StorageError) as error:
                 logging.warning("skipping checkpoint %s: its config.json is unreadable (%s)", path, error)
                 continue
             problem = incompatibility(self.config, saved)

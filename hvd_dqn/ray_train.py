@@ -12,6 +12,7 @@ the cluster this machine belongs to (`ray start`), ray://HOST:10001 a remote one
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import socket
@@ -33,6 +34,14 @@ flags.DEFINE_bool("use_gpu", False, "Reserve one GPU per worker (Horovod pins ea
 flags.DEFINE_string("ray_address", "", "Ray cluster to join: auto, HOST:PORT or ray://HOST:10001; empty: start a "
                                        "Ray instance on this machine, on 127.0.0.1 only.")
 flags.DEFINE_integer("placement_timeout_s", 100, "Seconds to wait for Ray to find resources for every worker.")
+flags.DEFINE_list("network_interface", [], "Network interfaces the workers' Gloo ring uses (Horovod's "
+                  "--network-interface), e.g. eth0; empty: lo for a Ray instance started here, Horovod's detection "
+                  "otherwise. --elastic on a one-node cluster needs it: Horovod detects interfaces across 2 nodes.")
+flags.DEFINE_integer("min_workers", 1, "With --elastic: training goes on while at least this many workers live; "
+                                       "--num_workers is then the most it grows to.")
+flags.DEFINE_integer("cooldown_s", 10, "With --elastic: seconds a node whose worker failed is left out before Ray "
+                                       "may place a replacement there (Horovod blacklists such a node; without "
+                                       "a cool-down a one-node cluster would never get a worker back).")
 FLAGS = flags.FLAGS
 
 
@@ -52,9 +61,15 @@ def train_on_worker(config: TrainConfig) -> dict:
 
 
 def _check_ray_flags() -> None:
-    for name in ("num_workers", "cpus_per_worker", "placement_timeout_s"):
+    for name in ("num_workers", "cpus_per_worker", "placement_timeout_s", "min_workers", "cooldown_s"):
         if FLAGS[name].value < 1:
             raise ConfigError(f"--{name}={FLAGS[name].value}: must be a positive integer")
+    if FLAGS.elastic and FLAGS.ray_address.startswith("ray://"):
+        raise ConfigError("--elastic: not available through Ray Client (ray://); run this driver on a node of the "
+                          "cluster with --ray_address=auto")
+    if FLAGS.elastic and FLAGS.min_workers > FLAGS.num_workers:
+        raise ConfigError(f"--min_workers={FLAGS.min_workers}: more than --num_workers={FLAGS.num_workers}, the most "
+                          f"an elastic job grows to")
 
 
 def _start_ray():
@@ -107,28 +122,60 @@ def _unreachable(address: str):
 
 def train_on_ray(config: TrainConfig) -> dict:
     """Driver: starts the workers, trains, returns rank 0's counters; raises ConfigError with one line."""
-    if config.elastic:
-        raise ConfigError("--elastic: not available under Ray yet (hvd_dqn's elastic state has not been tried with "
-                          "horovod.ray's elastic executor); use horovodrun's --host-discovery-script")
     ray = _start_ray()
     from horovod.ray import RayExecutor
 
-    executor = RayExecutor(RayExecutor.create_settings(timeout_s=60,
-                                                       placement_group_timeout_s=FLAGS.placement_timeout_s),
-                           num_workers=FLAGS.num_workers, cpus_per_worker=FLAGS.cpus_per_worker,
-                           use_gpu=FLAGS.use_gpu, gpus_per_worker=1 if FLAGS.use_gpu else None)
+    nics = set(FLAGS.network_interface) or (None if FLAGS.ray_address else {"lo"})
+    settings = RayExecutor.create_settings(timeout_s=60, placement_group_timeout_s=FLAGS.placement_timeout_s,
+                                           nics=nics)
+    resources = dict(cpus_per_worker=FLAGS.cpus_per_worker, use_gpu=FLAGS.use_gpu,
+                     gpus_per_worker=1 if FLAGS.use_gpu else None)
+    if config.elastic:
+        _restore_ray_state_module(ray)
+        _quiet_rendezvous_errors()
+        # Horovod's elastic driver asks Ray for the cluster's nodes, places up to --num_workers workers, and
+        # after a worker fails re-forms the ring from the survivors; the failed worker's node may take a new
+        # worker after the cool-down, which is how a one-node cluster gets its worker back.
+        executor = RayExecutor(settings, min_workers=FLAGS.min_workers, max_workers=FLAGS.num_workers,
+                               cooldown_range=(FLAGS.cooldown_s, FLAGS.cooldown_s), **resources)
+    else:
+        executor = RayExecutor(settings, num_workers=FLAGS.num_workers, **resources)
     try:
         executor.start()
         results = executor.run(train_on_worker, args=[config])
-    except (ray.exceptions.RayError, TimeoutError) as error:
+    except (ray.exceptions.RayError, TimeoutError, RuntimeError) as error:
         raise ConfigError(f"a Ray worker failed: {storage.describe(error)}") from None
     finally:
-        executor.shutdown()
+        # The elastic adapter asserts that its driver has finished, which it has not if start() failed.
+        with contextlib.suppress(AssertionError):
+            executor.shutdown()
         ray.shutdown()
     errors = [result["error"] for result in results if "error" in result]
     if errors:
         raise ConfigError(errors[0])
     return results[0]["counters"]
+
+
+def _quiet_rendezvous_errors() -> None:
+    """Horovod's elastic rendezvous server runs in this driver; when a worker dies while fetching from it,
+    socketserver prints the broken pipe's traceback. That death is reported (one line, or a rollback), so the
+    traceback says nothing more; it goes to the debug log instead."""
+    from horovod.runner.http.http_server import RendezvousHTTPServer
+
+    def handle_error(self, request, client_address):
+        logging.debug("rendezvous request from %s failed: %s", client_address, sys.exc_info()[1])
+
+    RendezvousHTTPServer.handle_error = handle_error
+
+
+def _restore_ray_state_module(ray) -> None:
+    """horovod.ray's elastic executor (Horovod 0.28.1, the last release) calls ray.state.current_node_id(),
+    which Ray 2.x moved to ray._private.state; the function itself is unchanged, so the old name is given
+    back to it."""
+    if not hasattr(ray, "state"):
+        import ray._private.state
+
+        ray.state = ray._private.state
 
 
 def main(argv) -> None:

@@ -1,6 +1,8 @@
-"""scripts/scaling_study.py: the "solved" rule on hand-made episodes, and a real two-rank study on a tiny budget."""
+"""scripts/scaling_study.py: the "solved" rule on hand-made episodes, and a real two-rank study on a tiny budget
+(whose checkpoint also feeds scripts/cartpole_endings.py)."""
 import importlib.util
 import json
+import re
 import shutil
 
 import pytest
@@ -29,6 +31,16 @@ def test_target_is_reached_when_a_window_of_consecutive_episodes_averages_it():
     assert study.final_return([], window=2) is None
 
 
+def test_an_episode_ending_is_named_by_the_limit_it_crossed():
+    spec = importlib.util.spec_from_file_location("cartpole_endings", REPO / "scripts" / "cartpole_endings.py")
+    endings = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(endings)
+    assert endings.ending(terminated=True, x=2.41, theta=0.0) == "cart off the track"
+    assert endings.ending(terminated=True, x=-2.41, theta=0.0) == "cart off the track"
+    assert endings.ending(terminated=True, x=0.5, theta=-0.21) == "pole fell"  # 12 degrees is 0.2094 rad
+    assert endings.ending(terminated=False, x=0.1, theta=0.01) == "time limit"
+
+
 def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path):
     out = tmp_path / "cartpole"
     preset = tmp_path / "cartpole.flags"  # a copy, changed below
@@ -55,6 +67,14 @@ def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path)
     [row] = study["summary"]
     assert row["ranks"] == 2 and row["runs"] == 1
     assert (tmp_path / "cartpole.png").read_bytes().startswith(PNG_MAGIC)
+    # scripts/cartpole_endings.py on the run's checkpoint: every greedy episode with its return and its ending.
+    [checkpoint] = sorted((tmp_path / "runs" / "np2_seed0" / "checkpoints").iterdir())[-1:]
+    endings = run([PYTHON, str(REPO / "scripts" / "cartpole_endings.py"), str(checkpoint), "--episodes=3"],
+                  timeout=120).stdout.strip().splitlines()
+    returns = [float(line.split()[1]) for line in endings[1:]]
+    assert len(returns) == 3 and all(1 <= value <= 500 for value in returns), endings
+    assert all(re.search(r"(cart off the track|pole fell|time limit)\s+x [+-]\d", line) for line in endings[1:])
+    assert endings[0].startswith(f"{checkpoint}: mean return {sum(returns) / 3:.1f}; ")
     # Run again without the runs themselves (a new session's checkout): the evidence kept beside the results
     # is reused, not trained again, and gives the same record.
     shutil.rmtree(tmp_path / "runs")

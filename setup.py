@@ -35,8 +35,8 @@ setup(
     # MinAtar (Young & Tian 2019) is GPL-3.0: an optional extra, so hvd_dqn's own licence terms do not change
     # for users who do not install it.
     extras_require={"minatar": pinned(("minatar",)),
-                    # Object-store logdirs (s3://) through fsspec; gs:// needs gcsfs besides.
-                    "cloud": pinned(("s3fs", "fsspec")),
+                    # Object-store logdirs (s3://, gs://) through fsspec.
+                    "cloud": pinned(("s3fs", "gcsfs", "fsspec")),
                     # Training on a Ray cluster (python -m hvd_dqn.ray_train) through horovod.ray.
                     "ray": pinned(("ray",))},
     package_data={"hvd_dqn": ["reference/*.json"]},

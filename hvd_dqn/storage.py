@@ -50,8 +50,11 @@ def open_store(url: str):
 
 
 def describe(error: BaseException) -> str:
-    """One line for a storage library's error (botocore's can span several)."""
+    """One line for a storage library's error (botocore's can span several). gcsfs's FileNotFoundError says
+    only the URL it was refused at, so a missing bucket or object is named as such."""
     text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if isinstance(error, FileNotFoundError) and "not found" not in text.lower() and "no such" not in text.lower():
+        text = f"not found: {text}"
     return text[:300]
 
 

@@ -101,7 +101,7 @@ fi
 
 # --- 4. hvd_dqn itself -----------------------------------------------------------------------------------
 log "installing hvd_dqn (editable) with its MinAtar and cloud extras, and its test requirements"
-"${pip[@]}" install -c constraints.txt -e '.[minatar,cloud,ray]' pytest jsonschema 'moto[server]'
+"${pip[@]}" install -c constraints.txt -e '.[minatar,cloud,ray]' pytest jsonschema 'moto[server]' gcp-storage-emulator
 
 # --- Verify ------------------------------------------------------------------------------------------------
 build="$("$venv/bin/horovodrun" --check-build 2>&1)" || die "horovodrun --check-build failed:\n$build"

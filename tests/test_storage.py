@@ -1,5 +1,5 @@
-"""Object-store logdirs against a real S3 server: moto's, started on 127.0.0.1 by these tests and stopped by
-them. A trained run's logdir copied to s3:// is evaluated, exported and plotted from there exactly as from
+"""Object-store logdirs against real S3 and GCS servers: moto's and gcp-storage-emulator's, started on 127.0.0.1
+by these tests and stopped by them. A trained run's logdir copied to s3:// is evaluated, exported and plotted from there exactly as from
 the local folder; incomplete checkpoints are skipped; two ranks train into s3:// with replay shards and
 resume exactly from it; a missing bucket or missing credentials is one line."""
 import json
@@ -26,9 +26,16 @@ def _free_port() -> int:
 
 def _start_moto_server():
     """(process, port) of a moto S3 server listening on 127.0.0.1, once it accepts connections."""
+    return _start_server(lambda port: ["moto_server", "-H", "127.0.0.1", "-p", str(port)])
+
+
+def _start_server(command_for_port):
+    """(process, port) of the server that command_for_port(port) starts from the venv's bin folder, once it
+    accepts connections on 127.0.0.1:port."""
     port = _free_port()
-    server = subprocess.Popen([str(pathlib.Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p",
-                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    command = command_for_port(port)
+    server = subprocess.Popen([str(pathlib.Path(sys.executable).parent / command[0]), *command[1:]],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while True:
         try:
@@ -37,7 +44,7 @@ def _start_moto_server():
         except OSError:
             if time.monotonic() > deadline or server.poll() is not None:
                 server.kill()
-                pytest.fail("moto_server did not start")
+                pytest.fail(f"{command[0]} did not start")
             time.sleep(0.2)
 
 
@@ -55,6 +62,32 @@ def s3_server():
 
         s3fs.S3FileSystem(skip_instance_cache=True).mkdir(BUCKET)
         yield f"s3://{BUCKET}"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@pytest.fixture(scope="module")
+def gcs_server():
+    """A GCS server on loopback (gcp-storage-emulator, in memory), which gcsfs reaches through
+    STORAGE_EMULATOR_HOST, set for this process and its subprocesses while the module runs. gcsfs 2026.7
+    first asks GCS's gRPC control API whether a bucket is hierarchical, which the emulator does not serve
+    (a 60 s time-out per bucket): GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false skips that question."""
+    server, port = _start_server(lambda port: ["gcp-storage-emulator", "start", "--host=127.0.0.1", f"--port={port}",
+                                               "--in-memory"])
+    saved = {name: os.environ.get(name) for name in ("STORAGE_EMULATOR_HOST", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT")}
+    os.environ.update(STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{port}", GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT="false")
+    try:
+        from hvd_dqn import storage
+
+        fs, _ = storage.open_store(f"gs://{BUCKET}")
+        fs.mkdir(BUCKET)
+        yield f"gs://{BUCKET}"
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -137,14 +170,14 @@ TRAIN_TO_STORE = [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' 
 
 
 def _stored(url):
-    import s3fs
+    from hvd_dqn import storage
 
-    fs = s3fs.S3FileSystem(skip_instance_cache=True, use_listings_cache=False)
-    return fs, url.removeprefix("s3://")
+    return storage.open_store(url)
 
 
-def test_two_ranks_train_into_s3_resume_exactly_from_it_and_evaluate_from_it(s3_server, tmp_path):
-    url = f"{s3_server}/train/cartpole"
+@pytest.mark.parametrize("store", ["s3_server", "gcs_server"], ids=["s3", "gs"])
+def test_two_ranks_train_into_a_store_resume_exactly_from_it_and_evaluate_from_it(store, request, tmp_path):
+    url = f"{request.getfixturevalue(store)}/train/cartpole"
     fs, root = _stored(url)
     horovodrun(2, [*TRAIN_TO_STORE, f"--logdir={url}", "--total_env_steps=3000"], timeout=600)
     # The logs and both checkpoints are objects; each checkpoint holds both ranks' replay shards.
@@ -198,6 +231,14 @@ def test_training_into_a_missing_bucket_or_without_credentials_is_one_line(s3_se
     assert error_line(f"{s3_server}/run-without-credentials") == (
         f"hvd_dqn.train: error: --logdir={s3_server}/run-without-credentials: cannot write there (Unable to locate "
         "credentials)")
+
+
+def test_training_into_a_missing_gcs_bucket_is_one_line(gcs_server, tmp_path):
+    result = python_module("hvd_dqn.train", [*TRAIN_TO_STORE[3:], "--total_env_steps=2000",
+                                             "--logdir=gs://no-such-bucket-here/run"], timeout=300, check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "hvd_dqn.train: error: --logdir=gs://no-such-bucket-here/run: cannot write there (not found: http://127.0.0.1:"), result.stderr[-3000:]
 
 
 def test_a_store_that_goes_away_stops_the_job_at_its_next_checkpoint_with_one_line(s3_server, tmp_path, monkeypatch):

@@ -22,6 +22,8 @@ oversubscribe them: env steps, not wall time, are compared.
 Writes OUT.json (one record per run plus a summary per rank count) and OUT.png.
 """
 import argparse
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -104,6 +106,22 @@ def train(ranks: int, seed: int, logdir: str, args, extra):
     with open(logdir + ".wall_s", "w") as handle:  # kept beside the log, so a continued study still reports it
         handle.write(f"{wall:.1f}\n")
     return wall
+
+
+@contextlib.contextmanager
+def run_lock(logdir: str):
+    """Holds `logdir`.lock while a run is checked, trained and kept. A second study on the same --workdir
+    (started while the first trains) would otherwise take the run for unfinished and remove its logdir under
+    the training process, which happened once: the first run's episodes were lost. The lock goes with the
+    process that holds it, so a study that was killed leaves nothing to clean up."""
+    os.makedirs(os.path.dirname(logdir), exist_ok=True)
+    with open(logdir + ".lock", "w") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise StudyError(f"{logdir} is being trained by another process (a study on the same --workdir); "
+                             "wait for it to finish, or use another --workdir") from None
+        yield
 
 
 def recorded_wall(logdir: str):
@@ -244,15 +262,16 @@ def main(argv=None) -> int:
                     missing.append(dict(ranks=ranks, seed=seed))
                     continue
                 if kept is None:
-                    wall = recorded_wall(logdir)
-                    done = finished_env_steps(logdir)
-                    if done is None or done < args.budget_env_steps:
-                        if os.path.exists(logdir):
-                            shutil.rmtree(logdir)  # an unfinished run starts again from scratch
-                        print(f"[{PROGRAM}] training: ranks {ranks}, seed {seed} -> {logdir}", flush=True)
-                        wall = train(ranks, seed, logdir, args, extra)
-                    kept = dict(provenance, wall_s=None if wall is None else round(wall, 1))
-                    keep_evidence(logdir, evidence, kept)
+                    with run_lock(logdir):
+                        wall = recorded_wall(logdir)
+                        done = finished_env_steps(logdir)
+                        if done is None or done < args.budget_env_steps:
+                            if os.path.exists(logdir):
+                                shutil.rmtree(logdir)  # an unfinished run starts again from scratch
+                            print(f"[{PROGRAM}] training: ranks {ranks}, seed {seed} -> {logdir}", flush=True)
+                            wall = train(ranks, seed, logdir, args, extra)
+                        kept = dict(provenance, wall_s=None if wall is None else round(wall, 1))
+                        keep_evidence(logdir, evidence, kept)
                 task, episodes = read_run(evidence)
                 record = dict(ranks=ranks, seed=seed, env_steps_to_target=env_steps_to_target(episodes, args.target,
                                                                                                args.window),

@@ -108,3 +108,22 @@ def test_bad_study_arguments_are_named_in_one_line(tmp_path, arguments, message)
             f"--workdir={tmp_path}", f"--out={tmp_path / 'x'}"]
     result = run([PYTHON, str(REPO / "scripts" / "scaling_study.py"), *base, *arguments], timeout=120, check=False)
     assert result.returncode == 2 and result.stderr.strip() == f"scaling_study.py: error: {message}"
+
+
+def test_a_run_another_study_is_training_is_left_alone(tmp_path):
+    """Two studies on one --workdir: the second must not take the first's run in progress for unfinished and
+    remove its logdir (which lost a run's episodes once); it stops with one line and touches nothing."""
+    import fcntl
+
+    runs = tmp_path / "runs"
+    (runs / "np2_seed0").mkdir(parents=True)
+    (runs / "np2_seed0" / "episodes.csv").write_text("env_steps,env_frames,rank,env,return,length\n")
+    with open(runs / "np2_seed0.lock", "w") as held:  # as the first study holds it while its run trains
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        result = run([PYTHON, str(REPO / "scripts" / "scaling_study.py"), f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+                      "--ranks=2", "--seeds=0", "--target=30", "--budget_env_steps=3000", f"--workdir={runs}",
+                      f"--out={tmp_path / 'cartpole'}"], timeout=120, check=False)
+    assert result.returncode == 2 and result.stderr.strip() == (
+        f"scaling_study.py: error: {runs / 'np2_seed0'} is being trained by another process (a study on the same "
+        "--workdir); wait for it to finish, or use another --workdir")
+    assert (runs / "np2_seed0" / "episodes.csv").exists()

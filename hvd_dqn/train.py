@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import fcntl
 import functools
 import os
 import shutil
@@ -91,6 +92,7 @@ class Trainer:
         self.store = storage.LogdirMirror(config.logdir, self.world.rank) if storage.is_remote(config.logdir) \
             else None
         self.logdir = self.store.local if self.store else config.logdir  # where files are written first
+        self._logdir_lock = None  # rank 0's lock on a local logdir (_lock_logdir)
         rank_seed = config.seed + self.world.rank
         # Seeds Python, NumPy and TensorFlow: Keras 2.15 draws unseeded initializers from Python's `random`.
         tf.keras.utils.set_random_seed(rank_seed)  # only rank 0's initial weights survive the broadcast
@@ -221,22 +223,52 @@ class Trainer:
                               f"({', '.join(blind)} cannot see rank 0's files); put it on "
                               "a shared file system or leave out --checkpoint_replay")
 
+    def _lock_logdir(self):
+        """Rank 0 holds an exclusive lock on a local logdir for the life of its process, so a second job
+        started into the same folder (a resubmitted batch job, a study run twice) stops with one line instead
+        of appending to this job's logs and pruning its checkpoints. The lock is the kernel's (flock on the
+        folder itself, no file added) and goes with the process, so a killed job leaves nothing behind. Not
+        under --elastic, where rank 0 may move to another process, nor for object stores, whose working
+        copy is a folder of this process's own. Returns the problem, or None."""
+        if self.store or self.config.elastic:
+            return None
+        descriptor = os.open(self.logdir, os.O_RDONLY)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            return (f"--logdir={self.config.logdir}: another training job is writing there; wait for it to "
+                    "finish, or choose another --logdir")
+        except OSError:  # a file system without flock (some network mounts): train unguarded, as before
+            os.close(descriptor)
+            return None
+        self._logdir_lock = descriptor  # held until the process exits
+        return None
+
+    def _choose_starting_point(self):
+        """Rank 0: (checkpoint to resume or None, its counters, problem or None)."""
+        existing = self._complete_checkpoints()
+        if self.config.resume or (self.config.auto_resume and existing):
+            resume_from, counters, problem = self._load_newest_readable_checkpoint()
+            if problem:
+                problem = f"{'--resume' if self.config.resume else '--auto_resume'}: {problem}"
+            return resume_from, counters, problem
+        if existing:
+            # A fresh run would write its checkpoints among the earlier run's and prune them: refuse.
+            return None, None, (f"--logdir={self.config.logdir} already holds checkpoints of a run (newest "
+                                f"{os.path.basename(existing[-1])}); add --resume to continue it, or choose another "
+                                "--logdir")
+        return None, None, None
+
     def restore_or_broadcast(self) -> None:
         """With --resume (or --auto_resume and a checkpoint to resume), rank 0 loads the newest checkpoint
         that reads back whole (skipping, with a warning naming each, any that are corrupt); then everything
         it holds is broadcast. A fresh run into a logdir that holds checkpoints is refused."""
         resume_from, counters, problem = None, None, None
         if self.world.is_chief:
-            existing = self._complete_checkpoints()
-            if self.config.resume or (self.config.auto_resume and existing):
-                resume_from, counters, problem = self._load_newest_readable_checkpoint()
-                if problem:
-                    problem = f"{'--resume' if self.config.resume else '--auto_resume'}: {problem}"
-            elif existing:
-                # A fresh run would write its checkpoints among the earlier run's and prune them: refuse.
-                problem = (f"--logdir={self.config.logdir} already holds checkpoints of a run (newest "
-                           f"{os.path.basename(existing[-1])}); add --resume to continue it, or choose another "
-                           "--logdir")
+            problem = self._lock_logdir()
+            if problem is None:
+                resume_from, counters, problem = self._choose_starting_point()
         problem = distributed.broadcast_object(problem, "resume_problem")
         resume_from = distributed.broadcast_object(resume_from, "resume_path")
         if problem:

@@ -42,6 +42,28 @@ def test_rank_0_is_the_only_writer(tmp_path):
     assert len(digests) == 2 and digests[0] == digests[1]
 
 
+def test_a_second_job_into_a_logdir_in_use_stops_with_one_line_and_writes_nothing(tmp_path):
+    """A job resubmitted while the first still runs would append to its logs and prune its checkpoints; rank 0
+    holds the kernel's lock on the folder, so the second stops before writing anything."""
+    import fcntl
+    import os
+
+    logdir = tmp_path / "run"
+    logdir.mkdir()
+    held = os.open(logdir, os.O_RDONLY)  # as the first job's rank 0 holds it
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        refused = python_module("hvd_dqn.train", [f"--logdir={logdir}", *SHORT_RUN, "--total_env_steps=1000"],
+                                timeout=300, check=False)
+    finally:
+        os.close(held)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"hvd_dqn.train: error: --logdir={logdir}: another training job is writing there; wait for it to finish, "
+        "or choose another --logdir")
+    assert list(logdir.iterdir()) == []
+
+
 def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
     logdir = tmp_path / "run"
     # A step size decaying linearly from 1e-3 over 1,000 updates: the resumed half must go on from where the

@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import shutil
 import statistics
@@ -164,6 +165,14 @@ def kept_evidence(evidence: str, provenance: dict):
     return kept
 
 
+def censored_median(env_steps_to_target):
+    """The median over all runs, a run that never reached the target counting as beyond the budget (None in
+    the list): defined while fewer than half the runs failed, None otherwise (and for no runs)."""
+    ordered = sorted(math.inf if value is None else value for value in env_steps_to_target)
+    median = statistics.median(ordered) if ordered else math.inf
+    return None if math.isinf(median) else median
+
+
 def summarise(records, ranks_list):
     summary = []
     for ranks in ranks_list:
@@ -171,8 +180,8 @@ def summarise(records, ranks_list):
         reached = [record["env_steps_to_target"] for record in runs if record["env_steps_to_target"] is not None]
         finals = [record["final_return"] for record in runs if record["final_return"] is not None]
         summary.append(dict(ranks=ranks, runs=len(runs), reached_target=len(reached),
-                            median_env_steps_to_target=statistics.median(reached) if len(reached) == len(runs) and runs
-                            else None,
+                            median_env_steps_to_target=censored_median([record["env_steps_to_target"]
+                                                                        for record in runs]),
                             min_env_steps_to_target=min(reached) if reached else None,
                             max_env_steps_to_target=max(reached) if reached else None,
                             median_final_return=statistics.median(finals) if finals else None,

@@ -31,6 +31,18 @@ def test_target_is_reached_when_a_window_of_consecutive_episodes_averages_it():
     assert study.final_return([], window=2) is None
 
 
+def test_the_median_counts_unsolved_runs_as_beyond_the_budget():
+    study = _study_module()
+    assert study.censored_median([70, None, 80, None, 60]) == 80  # the third of 60, 70, 80, beyond, beyond
+    assert study.censored_median([70, None, None]) is None  # the median run did not solve
+    assert study.censored_median([70, None]) is None  # the middle falls between a solve and a failure
+    assert study.censored_median([70, 90]) == 80
+    assert study.censored_median([]) is None
+    [row] = study.summarise([dict(ranks=2, env_steps_to_target=value, final_return=1.0) for value in (5, None, 7)],
+                            [2])
+    assert (row["median_env_steps_to_target"], row["reached_target"], row["runs"]) == (7, 2, 3)
+
+
 def test_an_episode_ending_is_named_by_the_limit_it_crossed():
     spec = importlib.util.spec_from_file_location("cartpole_endings", REPO / "scripts" / "cartpole_endings.py")
     endings = importlib.util.module_from_spec(spec)

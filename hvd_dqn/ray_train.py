@@ -9,6 +9,10 @@ the flags first, so a bad flag is one line before any Ray process starts; it the
 
 Without --ray_address a Ray instance is started on this machine, on 127.0.0.1 only; --ray_address=auto joins
 the cluster this machine belongs to (`ray start`), ray://HOST:10001 a remote one through Ray Client.
+
+With --elastic the workers run on Horovod's elastic Ray executor (between --min_workers and --num_workers
+of them) and hvd_dqn's elastic state (hvd_dqn/elastic.py) rolls the survivors back to the last commit when
+a worker is lost, as under an elastic horovodrun.
 """
 from __future__ import annotations
 

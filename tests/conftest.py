@@ -1,6 +1,7 @@
 """Shared helpers: launching `horovodrun` from pytest and running the package's entry points."""
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import re
@@ -13,6 +14,22 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parent.parent
 MP_SCRIPTS = REPO / "tests" / "mp"
 PYTHON = sys.executable  # the venv's interpreter; a bare "python" under horovodrun may be another one
+
+
+@contextlib.contextmanager
+def environment(**values):
+    """Sets these variables in this process (and so in every subprocess a test starts) for the block, then
+    puts back what was there before."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _horovodrun() -> str:

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from conftest import REPO, python_module, subprocess_env
+from conftest import REPO, environment, python_module, subprocess_env
 from hvd_dqn import checkpoint
 
 RAY = str(pathlib.Path(sys.executable).parent / "ray")
@@ -34,25 +34,18 @@ def _free_port() -> int:
 def ray_head(tmp_path_factory):
     """A Ray head on 127.0.0.1 with 2 CPUs. The variables this process sets (and so every subprocess the
     tests start inherits) keep Ray on loopback and give driver and head the same authentication token."""
-    saved = {name: os.environ.get(name) for name in
-             ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_USAGE_STATS_ENABLED")}
-    os.environ.update(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=uuid.uuid4().hex,
-                      RAY_USAGE_STATS_ENABLED="0")
     port = _free_port()
-    try:
-        started = subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
-                                  "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
-                                 capture_output=True, text=True, timeout=120, env=subprocess_env())
-        if started.returncode != 0:
-            pytest.fail(f"ray start failed:\n{started.stdout[-3000:]}\n{started.stderr[-3000:]}")
-        yield f"127.0.0.1:{port}"
-    finally:
-        subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120, env=subprocess_env())
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    with environment(RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=uuid.uuid4().hex,
+                     RAY_USAGE_STATS_ENABLED="0"):
+        try:
+            started = subprocess.run([RAY, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+                                      "--num-cpus=2", "--include-dashboard=false", "--disable-usage-stats"],
+                                     capture_output=True, text=True, timeout=120, env=subprocess_env())
+            if started.returncode != 0:
+                pytest.fail(f"ray start failed:\n{started.stdout[-3000:]}\n{started.stderr[-3000:]}")
+            yield f"127.0.0.1:{port}"
+        finally:
+            subprocess.run([RAY, "stop", "--force"], capture_output=True, timeout=120, env=subprocess_env())
 
 
 def test_two_ray_workers_train_with_equal_replicas_and_the_checkpoint_evaluates(ray_head, tmp_path):
@@ -60,22 +53,31 @@ def test_two_ray_workers_train_with_equal_replicas_and_the_checkpoint_evaluates(
     result = python_module("hvd_dqn.ray_train", [*TRAIN, f"--ray_address={ray_head}", f"--logdir={logdir}",
                                                  "--total_env_steps=3000", "--checkpoint_interval_env_steps=1500"],
                            timeout=600)
-    assert result.stdout.strip().splitlines()[-1] == (
-        f"hvd_dqn.ray_train: trained 3,000 env steps, 1,004 updates, {_episodes(logdir)} episodes on 2 Ray workers; "
-        f"logdir {logdir}")
+    _assert_two_workers_trained_in_step(result, logdir, env_steps=3000, updates=1004)
     assert "rank 0 (local rank 0" in result.stderr and "rank 1 (local rank 1" in result.stderr
-    saved = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
-    assert saved["env_steps"] == 3000 and saved["world_size"] == 2
-    assert len(set(saved["replica_weight_digests"])) == 1  # the allreduce kept the replicas bitwise equal
     # Rank 0 alone writes: one TensorBoard event file (each writer names its own by host and pid), beside the
     # logs, whatever the number of workers.
     files = sorted(path.name for path in logdir.iterdir() if path.is_file())
     assert [name for name in files if not name.startswith("events.out.tfevents.")] == [
         "config.json", "episodes.csv", "metrics.csv"]
     assert len(files) == 4
+    _assert_the_checkpoint_evaluates(logdir, tmp_path, env_steps=3000)
+
+
+def _assert_two_workers_trained_in_step(result, logdir, env_steps: int, updates: int) -> None:
+    """The driver's last line sums the run up; its checkpoint holds the counts and two equal replicas."""
+    assert result.stdout.strip().splitlines()[-1] == (
+        f"hvd_dqn.ray_train: trained {env_steps:,} env steps, {updates:,} updates, {_episodes(logdir)} episodes on "
+        f"2 Ray workers; logdir {logdir}")
+    saved = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+    assert saved["env_steps"] == env_steps and saved["world_size"] == 2
+    assert len(set(saved["replica_weight_digests"])) == 1  # the allreduce kept the replicas bitwise equal
+
+
+def _assert_the_checkpoint_evaluates(logdir, tmp_path, env_steps: int) -> None:
     report = tmp_path / "eval.json"
     python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=4", f"--json={report}"], timeout=300)
-    assert json.loads(report.read_text())["env_steps"] == 3000
+    assert json.loads(report.read_text())["env_steps"] == env_steps
 
 
 def _episodes(logdir) -> str:
@@ -105,16 +107,9 @@ def test_elastic_workers_train_with_equal_replicas_and_the_checkpoint_evaluates(
     logdir = tmp_path / "run"
     result = python_module("hvd_dqn.ray_train", [*TRAIN, *ELASTIC, f"--ray_address={ray_head}", f"--logdir={logdir}",
                                                  "--total_env_steps=3200"], timeout=600)
-    assert result.stdout.strip().splitlines()[-1] == (
-        f"hvd_dqn.ray_train: trained 3,200 env steps, {_updates_in_batch_mode(3200):,} updates, "
-        f"{_episodes(logdir)} episodes on 2 Ray workers; logdir {logdir}")
+    _assert_two_workers_trained_in_step(result, logdir, env_steps=3200, updates=_updates_in_batch_mode(3200))
     assert "world: 2 ranks" in result.stderr and "elastic commit at 2,000 env steps" in result.stderr
-    saved = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
-    assert saved["env_steps"] == 3200 and saved["world_size"] == 2
-    assert len(set(saved["replica_weight_digests"])) == 1
-    report = tmp_path / "eval.json"
-    python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=4", f"--json={report}"], timeout=300)
-    assert json.loads(report.read_text())["env_steps"] == 3200
+    _assert_the_checkpoint_evaluates(logdir, tmp_path, env_steps=3200)
 
 
 def _updates_in_batch_mode(env_steps: int) -> int:

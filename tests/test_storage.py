@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import PYTHON, REPO, horovodrun, python_module, run, subprocess_env
+from conftest import PYTHON, REPO, environment, horovodrun, python_module, run, subprocess_env
 
 BUCKET = "hvd-dqn-test"
 
@@ -53,23 +53,16 @@ def s3_server():
     """A moto S3 server on loopback; the AWS variables of this process (and so of every subprocess the tests
     start) point at it while the module runs."""
     server, port = _start_moto_server()
-    saved = {name: os.environ.get(name) for name in
-             ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL")}
-    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
-                      AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}")
     try:
-        import s3fs
+        with environment(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION="us-east-1",
+                         AWS_ENDPOINT_URL=f"http://127.0.0.1:{port}"):
+            import s3fs
 
-        s3fs.S3FileSystem(skip_instance_cache=True).mkdir(BUCKET)
-        yield f"s3://{BUCKET}"
+            s3fs.S3FileSystem(skip_instance_cache=True).mkdir(BUCKET)
+            yield f"s3://{BUCKET}"
     finally:
         server.terminate()
         server.wait(timeout=30)
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 @pytest.fixture(scope="module")
@@ -80,22 +73,16 @@ def gcs_server():
     (a 60 s time-out per bucket): GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false skips that question."""
     server, port = _start_server(lambda port: ["gcp-storage-emulator", "start", "--host=127.0.0.1", f"--port={port}",
                                                "--in-memory"])
-    saved = {name: os.environ.get(name) for name in ("STORAGE_EMULATOR_HOST", "GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT")}
-    os.environ.update(STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{port}", GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT="false")
     try:
-        from hvd_dqn import storage
+        with environment(STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{port}", GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT="false"):
+            from hvd_dqn import storage
 
-        fs, _ = storage.open_store(f"gs://{BUCKET}")
-        fs.mkdir(BUCKET)
-        yield f"gs://{BUCKET}"
+            fs, _ = storage.open_store(f"gs://{BUCKET}")
+            fs.mkdir(BUCKET)
+            yield f"gs://{BUCKET}"
     finally:
         server.terminate()
         server.wait(timeout=30)
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 @pytest.fixture(scope="module")

@@ -43,9 +43,9 @@ flags.DEFINE_list("network_interface", [], "Network interfaces the workers' Gloo
                   "otherwise. --elastic on a one-node cluster needs it: Horovod detects interfaces across 2 nodes.")
 flags.DEFINE_integer("min_workers", 1, "With --elastic: training goes on while at least this many workers live; "
                                        "--num_workers is then the most it grows to.")
-flags.DEFINE_integer("cooldown_s", 10, "With --elastic: seconds a node whose worker failed is left out before Ray "
-                                       "may place a replacement there (Horovod blacklists such a node; without "
-                                       "a cool-down a one-node cluster would never get a worker back).")
+flags.DEFINE_integer("cooldown_s", 10, "With --elastic: seconds a node whose worker failed is left out before a "
+                                       "replacement may be placed there (Horovod blacklists the whole node; on a "
+                                       "one-node cluster that ends the job).")
 FLAGS = flags.FLAGS
 
 
@@ -138,8 +138,8 @@ def train_on_ray(config: TrainConfig) -> dict:
         _restore_ray_state_module(ray)
         _quiet_rendezvous_errors()
         # Horovod's elastic driver asks Ray for the cluster's nodes, places up to --num_workers workers, and
-        # after a worker fails re-forms the ring from the survivors; the failed worker's node may take a new
-        # worker after the cool-down, which is how a one-node cluster gets its worker back.
+        # after a worker fails re-forms the ring from the survivors on other nodes; the failed worker's node
+        # is left out for the cool-down (all of it: on a one-node cluster the job ends).
         executor = RayExecutor(settings, min_workers=FLAGS.min_workers, max_workers=FLAGS.num_workers,
                                cooldown_range=(FLAGS.cooldown_s, FLAGS.cooldown_s), **resources)
     else:

@@ -9,7 +9,10 @@ any of hvd_dqn's modules touch `tf.keras`.
 import os
 import sys
 
+from hvd_dqn import quiet_tensorflow
+
 os.environ["TF_USE_LEGACY_KERAS"] = "1"
+quiet_tensorflow.install()  # TensorFlow's import-time CUDA chatter, see quiet_tensorflow.py
 
 
 def _refuse_keras_3_already_loaded():

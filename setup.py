@@ -8,7 +8,7 @@ import pathlib
 
 from setuptools import find_packages, setup
 
-RUNTIME_REQUIREMENTS = ("tensorflow", "horovod", "numpy", "absl-py", "gymnasium", "ale-py", "matplotlib", "pillow",
+RUNTIME_REQUIREMENTS = ("tensorflow", "tf-keras", "horovod", "numpy", "absl-py", "gymnasium", "ale-py", "matplotlib", "pillow",
                         "imageio", "imageio-ffmpeg", "pygame")
 
 
@@ -30,7 +30,7 @@ setup(
     long_description=(pathlib.Path(__file__).parent / "README.md").read_text(),
     long_description_content_type="text/markdown",
     packages=find_packages(include=["hvd_dqn", "hvd_dqn.*"]),
-    python_requires=">=3.10,<3.12",
+    python_requires=">=3.10,<3.13",
     install_requires=pinned(RUNTIME_REQUIREMENTS),
     # MinAtar (Young & Tian 2019) is GPL-3.0: an optional extra, so hvd_dqn's own licence terms do not change
     # for users who do not install it.

@@ -88,9 +88,11 @@ def _start_ray():
         raise ConfigError("needs Ray: pip install -c constraints.txt -e '.[ray]' (scripts/setup.sh installs it)") \
             from None
 
-    # Set in every worker from its start: TensorFlow's C++ start-up chatter off (as hvd_dqn.train does), and
-    # horovod.ray's use of a Ray API that Ray 2.60 deprecates not warned about once per worker.
+    # Set in every worker from its start: TensorFlow's C++ start-up chatter off (as hvd_dqn.train does), Keras 2
+    # behind tf.keras whatever the worker imports first (see hvd_dqn/__init__.py), and horovod.ray's use of a
+    # Ray API that Ray 2.60 deprecates not warned about once per worker.
     runtime_env = {"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3"),
+                                "TF_USE_LEGACY_KERAS": "1",
                                 "PYTHONWARNINGS": "ignore::DeprecationWarning"}}
     unreachable = _unreachable(FLAGS.ray_address)
     if unreachable:  # Ray itself would retry for minutes before giving up

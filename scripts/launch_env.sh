@@ -7,3 +7,6 @@ if [[ $(id -u) -eq 0 ]]; then
 fi
 # Every rank prints TensorFlow's C++ start-up chatter otherwise.
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-3}"
+# Keras 2 (tf-keras) behind tf.keras: Horovod's Keras API does not support the Keras 3 that TensorFlow 2.18 makes
+# the default. hvd_dqn sets it itself on import; exported here too, for anything a rank imports before it.
+export TF_USE_LEGACY_KERAS=1

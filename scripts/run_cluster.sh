@@ -116,7 +116,7 @@ case "$launcher" in
     ;;
   mpirun)
     command=(mpirun -np "$np" -H "$hosts" -bind-to none -map-by slot -mca pml ob1 -mca btl ^openib
-             -x PATH -x TF_CPP_MIN_LOG_LEVEL)
+             -x PATH -x TF_CPP_MIN_LOG_LEVEL -x TF_USE_LEGACY_KERAS)
     for variable in $(compgen -e | grep -E '^(HOROVOD_|NCCL_)|^LD_LIBRARY_PATH$' || true); do
       command+=(-x "$variable")
     done

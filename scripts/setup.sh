@@ -7,7 +7,8 @@
 # and fails loudly unless `horovodrun --check-build` shows TensorFlow, MPI and Gloo.
 # A second run on a set-up machine only compares a stamp and takes a second or two.
 #
-# Environment: PYTHON (default: the first of python3.11, python3.10, python3 that is 3.10 or 3.11).
+# Environment: PYTHON (default: the first of python3.12, python3.11, python3.10, python3 that is 3.10 to 3.12,
+# the versions TensorFlow 2.18's wheels and gymnasium 1.4 both cover).
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -60,19 +61,38 @@ if ((${#need_debs[@]})); then
 fi
 
 # --- 2. The virtual environment ------------------------------------------------------------------------
+supported='(3, 10) <= sys.version_info[:2] <= (3, 12)'
+supported_text="3.10, 3.11 or 3.12 (TensorFlow 2.18's wheels cover 3.9-3.12; gymnasium 1.4 needs 3.10+)"
 pick_python() {
   local candidate
-  for candidate in "${PYTHON:-}" python3.11 python3.10 python3; do
-    [[ -n "$candidate" ]] && command -v "$candidate" >/dev/null 2>&1 || continue
-    if "$candidate" -c 'import sys; sys.exit(0 if (3, 10) <= sys.version_info[:2] <= (3, 11) else 1)'; then
+  local candidates=(python3.12 python3.11 python3.10 python3)
+  # A PYTHON the user names is the only candidate: falling back to another would hide their mistake.
+  [[ -n "${PYTHON:-}" ]] && candidates=("$PYTHON")
+  for candidate in "${candidates[@]}"; do
+    command -v "$candidate" >/dev/null 2>&1 || continue
+    # Running it also weeds out pyenv shims that are on PATH but name a version that is not active.
+    if "$candidate" -c "import sys; sys.exit(0 if $supported else 1)" 2>/dev/null; then
       echo "$candidate"; return 0
     fi
   done
   return 1
 }
+# What this machine offers, for the error message: "python3 is 3.13.0", and so on.
+found_pythons() {
+  local candidate version found=()
+  for candidate in ${PYTHON:-} python3.13 python3.12 python3.11 python3.10 python3; do
+    version="$("$candidate" -c 'import platform; print(platform.python_version())' 2>/dev/null)" || continue
+    found+=("$candidate is $version")
+  done
+  ((${#found[@]})) && (IFS=,; echo "${found[*]}" | sed 's/,/, /g') || echo "no python3 at all"
+}
+if [[ -x "$venv/bin/python" ]] && ! "$venv/bin/python" -c "import sys; sys.exit(0 if $supported else 1)"; then
+  log "$venv has Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())'), which this stack does not support: re-creating it"
+  rm -rf "$venv"
+fi
 if [[ ! -x "$venv/bin/python" ]]; then
-  python="$(pick_python)" || die "need Python 3.10 or 3.11 (TensorFlow 2.15 supports up to 3.11; gymnasium 1.4 needs 3.10+); set PYTHON=/path/to/python3.11"
-  log "creating $venv with $("$python" --version)"
+  python="$(pick_python)" || die "need Python $supported_text; found: $(found_pythons). Install one, or point PYTHON=/path/to/python3.12 at it"
+  log "creating $venv with $("$python" --version) ($(command -v "$python"))"
   if ! "$python" -m venv "$venv" 2>/dev/null; then
     log "python venv module missing; installing python3-venv"
     sudo_cmd=(); [[ $(id -u) -eq 0 ]] || sudo_cmd=(sudo)
@@ -81,22 +101,43 @@ if [[ ! -x "$venv/bin/python" ]]; then
     rm -rf "$venv"; "$python" -m venv "$venv"
   fi
 fi
+log "using $("$venv/bin/python" --version) in $venv"
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
 "${pip[@]}" install --upgrade "pip>=23" wheel "setuptools<70"
 
 # --- 3. TensorFlow, then Horovod built against it -------------------------------------------------------
 log "installing pinned TensorFlow and Horovod's build requirements"
-"${pip[@]}" install -c constraints.txt tensorflow numpy cloudpickle psutil pyyaml packaging cffi
+"${pip[@]}" install -c constraints.txt tensorflow tf-keras numpy cloudpickle psutil pyyaml packaging cffi
 
-if ! "$venv/bin/python" -c 'import horovod.tensorflow' >/dev/null 2>&1 \
+# Horovod's TensorFlow ops link against one TensorFlow's C++ ABI. pip's own wheel cache is keyed by the sdist
+# alone, so after a TensorFlow upgrade it would hand back a wheel built against the old one: hvd_dqn keeps its
+# own cache, one folder per Horovod, TensorFlow and Python version, and records what the venv's Horovod was
+# built against so that an upgraded venv rebuilds.
+horovod_pin="$(grep -E '^horovod==' constraints.txt)"
+tf_version="$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("tensorflow"))')"
+py_tag="$("$venv/bin/python" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"
+build_id="${horovod_pin#horovod==}-tf$tf_version-$py_tag"
+wheel_cache="${XDG_CACHE_HOME:-$HOME/.cache}/hvd_dqn/horovod-$build_id"
+built_against="$venv/.horovod_built_against"
+if [[ "$(cat "$built_against" 2>/dev/null)" != "$build_id" ]] \
+   || ! "$venv/bin/python" -c 'import horovod.tensorflow' >/dev/null 2>&1 \
    || ! "$venv/bin/horovodrun" --check-build 2>/dev/null | grep -q '\[X\] TensorFlow'; then
-  log "building Horovod with TensorFlow, MPI and Gloo (about 4 minutes on 2 cores; pip caches the wheel)"
   "${pip[@]}" uninstall -y horovod >/dev/null 2>&1 || true
-  # --no-build-isolation: the build must see the TensorFlow installed above, or it silently builds no
-  # framework support. Never use the horovod[tensorflow] extra: it pulls an unpinned, newer TensorFlow.
-  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
-  HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(nproc)" \
-    "${pip[@]}" install --no-build-isolation -c constraints.txt horovod
+  if ! compgen -G "$wheel_cache/horovod-*.whl" >/dev/null; then
+    log "building Horovod $build_id with TensorFlow, MPI and Gloo (4-7 minutes on 2 cores; kept in $wheel_cache)"
+    mkdir -p "$wheel_cache.partial"
+    # --no-build-isolation: the build must see the TensorFlow installed above, or it silently builds no
+    # framework support. Never use the horovod[tensorflow] extra: it pulls an unpinned, newer TensorFlow.
+    HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
+    HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(nproc)" \
+      "${pip[@]}" wheel --no-build-isolation --no-deps --no-cache-dir -w "$wheel_cache.partial" "$horovod_pin"
+    rm -rf "$wheel_cache" && mv "$wheel_cache.partial" "$wheel_cache"  # a half-built cache is never used
+  else
+    log "installing Horovod $build_id from $wheel_cache"
+  fi
+  "${pip[@]}" install --no-deps "$wheel_cache"/horovod-*.whl
+  "${pip[@]}" install -c constraints.txt "$horovod_pin"  # its Python dependencies, pinned
+  echo "$build_id" >"$built_against"
 fi
 
 # --- 4. hvd_dqn itself -----------------------------------------------------------------------------------
@@ -111,5 +152,7 @@ $build"
 done
 "$venv/bin/python" -c 'import hvd_dqn, tensorflow, horovod.tensorflow.keras, gymnasium, ale_py, minatar, s3fs' \
   || die "the installed packages do not import"
+keras="$("$venv/bin/python" -c 'import hvd_dqn, tensorflow as tf; print(tf.keras.__name__)' 2>/dev/null)"
+[[ "$keras" == tf_keras* ]] || die "tf.keras is '$keras' after importing hvd_dqn, not tf-keras (Keras 2)"
 echo "$wanted_stamp" >"$stamp"
 log "done: Horovod $("$venv/bin/python" -c 'import horovod; print(horovod.__version__)') with TensorFlow, MPI and Gloo in $venv"

@@ -1,0 +1,79 @@
+"""TensorFlow 2.18's GPU wheel writes three lines to stderr on every import, on machines with or without GPUs,
+whatever TF_CPP_MIN_LOG_LEVEL says (tensorflow/tensorflow#79268):
+
+    WARNING: All log messages before absl::InitializeLog() is called are written to STDERR
+    E0000 ... cuda_dnn.cc:8310] Unable to register cuDNN factory: Attempting to register factory for plugin ...
+    E0000 ... cuda_blas.cc:1418] Unable to register cuBLAS factory: Attempting to register factory for plugin ...
+
+They come from its C++ start-up, so Python's logging cannot filter them, and they would stand before every
+rank's output and every one-line error of hvd_dqn's commands. `install()` (called when hvd_dqn is imported)
+hooks the first import of tensorflow: while it runs, file descriptor 2 goes through a pipe, and a thread
+forwards every line except these known ones to the real stderr as it arrives (so nothing else is held back,
+even if the import dies).
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.abc
+import importlib.machinery
+import os
+import re
+import sys
+import threading
+
+KNOWN_IMPORT_NOISE = re.compile(
+    r"All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    r"|Unable to register (?:cuDNN|cuBLAS|cuFFT) factory: Attempting to register factory for plugin")
+
+
+@contextlib.contextmanager
+def stderr_without(noise: re.Pattern):
+    """Within the block, lines written to file descriptor 2 (by C++ or Python) that match `noise` are dropped;
+    the rest reach the real stderr as they are written."""
+    sys.stderr.flush()
+    real_stderr = os.dup(2)
+    read_end, write_end = os.pipe()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+
+    def forward():
+        with os.fdopen(read_end, "rb") as pipe:
+            for line in pipe:
+                if not noise.search(line.decode("utf-8", "replace")):
+                    os.write(real_stderr, line)
+
+    forwarder = threading.Thread(target=forward, name="hvd_dqn-stderr-filter", daemon=True)
+    forwarder.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(real_stderr, 2)  # the pipe's last write end closes: the forwarder reads to the end and stops
+        forwarder.join(timeout=10)
+        os.close(real_stderr)
+
+
+class _FirstTensorFlowImport(importlib.abc.MetaPathFinder):
+    """Finds `tensorflow` as the normal path finder would, with a loader that runs it inside stderr_without()."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "tensorflow":
+            return None
+        sys.meta_path.remove(self)  # only the first import; and the lookup below must not find this finder
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return spec
+        execute = spec.loader.exec_module
+
+        def exec_module(module):
+            with stderr_without(KNOWN_IMPORT_NOISE):
+                execute(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+def install() -> None:
+    """Hooks the first import of tensorflow in this process, unless it has happened already."""
+    if "tensorflow" not in sys.modules and not any(isinstance(f, _FirstTensorFlowImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _FirstTensorFlowImport())

@@ -77,10 +77,10 @@ pick_python() {
   done
   return 1
 }
-# What this machine offers, for the error message: "python3 is 3.13.0", and so on.
+# What this machine offers on PATH, for the error messages: "python3.11 is 3.11.2, python3 is 3.11.2".
 found_pythons() {
   local candidate version found=()
-  for candidate in ${PYTHON:-} python3.13 python3.12 python3.11 python3.10 python3; do
+  for candidate in python3.13 python3.12 python3.11 python3.10 python3; do
     version="$("$candidate" -c 'import platform; print(platform.python_version())' 2>/dev/null)" || continue
     found+=("$candidate is $version")
   done
@@ -91,7 +91,13 @@ if [[ -x "$venv/bin/python" ]] && ! "$venv/bin/python" -c "import sys; sys.exit(
   rm -rf "$venv"
 fi
 if [[ ! -x "$venv/bin/python" ]]; then
-  python="$(pick_python)" || die "need Python $supported_text; found: $(found_pythons). Install one, or point PYTHON=/path/to/python3.12 at it"
+  if ! python="$(pick_python)"; then
+    if [[ -n "${PYTHON:-}" ]]; then
+      given="$("$PYTHON" -c 'import platform; print(platform.python_version())' 2>/dev/null || echo "not a Python that runs")"
+      die "PYTHON=$PYTHON is $given; need Python $supported_text. Point PYTHON= at one of those, or unset it (on PATH: $(found_pythons))"
+    fi
+    die "need Python $supported_text; found: $(found_pythons). Install one, or point PYTHON=/path/to/python3.12 at it"
+  fi
   log "creating $venv with $("$python" --version) ($(command -v "$python"))"
   if ! "$python" -m venv "$venv" 2>/dev/null; then
     log "python venv module missing; installing python3-venv"

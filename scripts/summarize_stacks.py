@@ -13,6 +13,8 @@ import sys
 SIDES = ("before", "after")
 # Figures whose larger value is worse; every other benchmark figure is a rate.
 LOWER_IS_BETTER = {"replay_bytes_per_transition"}
+# Numbers in the benchmark's JSON that describe the set-up measured, not a measurement.
+SETTINGS = {"batch_size", "cores", "num_envs", "round_seconds", "rounds", "ranks"}
 
 
 def versions(side_dir: str) -> dict:
@@ -41,7 +43,7 @@ def main(out: str) -> None:
         if not rounds[side]:
             sys.exit(f"{out}: no bench-{side}-*.json; run scripts/compare_stacks.sh first")
     numeric = [key for key, value in rounds["after"][0].items()
-               if isinstance(value, (int, float)) and not isinstance(value, bool)
+               if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in SETTINGS
                and all(key in result for side in SIDES for result in rounds[side])]
     for key in sorted(numeric):
         medians = {side: statistics.median(result[key] for result in rounds[side]) for side in SIDES}

@@ -150,6 +150,16 @@ fi
 log "installing hvd_dqn (editable) with its MinAtar and cloud extras, and its test requirements"
 "${pip[@]}" install -c constraints.txt -e '.[minatar,cloud,ray]' pytest jsonschema 'moto[server]' gcp-storage-emulator
 
+# --- A one-line fix to tf-keras 2.18.0 --------------------------------------------------------------------
+# tf-keras seeds its initializers with random.randint(1, 1e9); Python 3.12 refuses a float bound there
+# ("'float' object cannot be interpreted as an integer"), so every layer built after a seed is set fails.
+# The same bound as an int draws the very same numbers on 3.10 and 3.11. Re-applied on every set-up (a pip
+# reinstall would undo it); a no-op once applied.
+tf_keras_src="$("$venv/bin/python" -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("tf_keras").origin))')/src"
+sed -i 's/randint(1, 1e9)/randint(1, 10**9)/' "$tf_keras_src/backend.py" "$tf_keras_src/utils/tf_utils.py"
+! grep -q 'randint(1, 1e9)' "$tf_keras_src/backend.py" "$tf_keras_src/utils/tf_utils.py" \
+  || die "could not apply the Python 3.12 fix to tf-keras in $tf_keras_src"
+
 # --- Verify ------------------------------------------------------------------------------------------------
 build="$("$venv/bin/horovodrun" --check-build 2>&1)" || die "horovodrun --check-build failed:\n$build"
 for want in TensorFlow MPI Gloo; do

@@ -77,23 +77,24 @@ pick_python() {
   done
   return 1
 }
+python_version() { "$1" -c 'import platform; print(platform.python_version())' 2>/dev/null; }
 # What this machine offers on PATH, for the error messages: "python3.11 is 3.11.2, python3 is 3.11.2".
 found_pythons() {
   local candidate version found=()
   for candidate in python3.13 python3.12 python3.11 python3.10 python3; do
-    version="$("$candidate" -c 'import platform; print(platform.python_version())' 2>/dev/null)" || continue
+    version="$(python_version "$candidate")" || continue
     found+=("$candidate is $version")
   done
   ((${#found[@]})) && (IFS=,; echo "${found[*]}" | sed 's/,/, /g') || echo "no python3 at all"
 }
 if [[ -x "$venv/bin/python" ]] && ! "$venv/bin/python" -c "import sys; sys.exit(0 if $supported else 1)"; then
-  log "$venv has Python $("$venv/bin/python" -c 'import platform; print(platform.python_version())'), which this stack does not support: re-creating it"
+  log "$venv has Python $(python_version "$venv/bin/python"), which this stack does not support: re-creating it"
   rm -rf "$venv"
 fi
 if [[ ! -x "$venv/bin/python" ]]; then
   if ! python="$(pick_python)"; then
     if [[ -n "${PYTHON:-}" ]]; then
-      given="$("$PYTHON" -c 'import platform; print(platform.python_version())' 2>/dev/null || echo "not a Python that runs")"
+      given="$(python_version "$PYTHON" || echo "not a Python that runs")"
       die "PYTHON=$PYTHON is $given; need Python $supported_text. Point PYTHON= at one of those, or unset it (on PATH: $(found_pythons))"
     fi
     die "need Python $supported_text; found: $(found_pythons). Install one, or point PYTHON=/path/to/python3.12 at it"

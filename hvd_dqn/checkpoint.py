@@ -17,13 +17,10 @@ shard into the staging folder before rank 0 completes it.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import shutil
 from typing import Dict, List, Optional
-
-from absl import logging as absl_logging
 
 _NAME = re.compile(r"^ckpt-(\d{12})$")
 COMPLETE_MARKER = "COMPLETE"
@@ -105,22 +102,9 @@ def save(logdir: str, items: Dict[str, object], counters: dict, config_json: str
 def _write_into(temporary: str, items: Dict[str, object], counters: dict, config_json: str) -> None:
     import tensorflow as tf
 
-    _quiet_tensorflow_info_logs()
     tf.train.Checkpoint(**items).write(os.path.join(temporary, "state"))
     _write_text(os.path.join(temporary, "counters.json"), json.dumps(counters, indent=2, sort_keys=True))
     _write_text(os.path.join(temporary, "config.json"), config_json)
-
-
-def _drop_tensorflow_info(record) -> bool:
-    return record.levelno >= logging.WARNING or f"{os.sep}tensorflow{os.sep}" not in record.pathname
-
-
-def _quiet_tensorflow_info_logs() -> None:
-    """TensorFlow 2.18 logs every checkpoint write at INFO through absl ("Sharding callback duration: 37"),
-    among hvd_dqn's own progress lines, which report each checkpoint already."""
-    absl_logger = absl_logging.get_absl_logger()
-    if _drop_tensorflow_info not in absl_logger.filters:
-        absl_logger.addFilter(_drop_tensorflow_info)
 
 
 def restore(path: str, items: Dict[str, object]) -> dict:

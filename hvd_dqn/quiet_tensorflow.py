@@ -9,17 +9,21 @@ They come from its C++ start-up, so Python's logging cannot filter them, and the
 rank's output and every one-line error of hvd_dqn's commands. `install()` (called when hvd_dqn is imported)
 hooks the first import of tensorflow: while it runs, file descriptor 2 goes through a pipe, and a thread
 forwards every line except these known ones to the real stderr as it arrives (so nothing else is held back,
-even if the import dies).
+even if the import dies). It also drops TensorFlow's own INFO records in absl's log, such as the "Sharding
+callback duration: 37" that TensorFlow 2.18 logs on every checkpoint write, among hvd_dqn's progress lines.
 """
 from __future__ import annotations
 
 import contextlib
 import importlib.abc
 import importlib.machinery
+import logging
 import os
 import re
 import sys
 import threading
+
+from absl import logging as absl_logging
 
 KNOWN_IMPORT_NOISE = re.compile(
     r"All log messages before absl::InitializeLog\(\) is called are written to STDERR"
@@ -73,7 +77,15 @@ class _FirstTensorFlowImport(importlib.abc.MetaPathFinder):
         return spec
 
 
+def _not_tensorflow_info(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.WARNING or f"{os.sep}tensorflow{os.sep}" not in record.pathname
+
+
 def install() -> None:
-    """Hooks the first import of tensorflow in this process, unless it has happened already."""
+    """Hooks the first import of tensorflow in this process, unless it has happened already, and keeps
+    TensorFlow's INFO records out of absl's log."""
+    absl_logger = absl_logging.get_absl_logger()
+    if _not_tensorflow_info not in absl_logger.filters:
+        absl_logger.addFilter(_not_tensorflow_info)
     if "tensorflow" not in sys.modules and not any(isinstance(f, _FirstTensorFlowImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _FirstTensorFlowImport())

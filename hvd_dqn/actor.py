@@ -17,6 +17,10 @@ class EpsilonGreedyActor:
         self._num_actions = num_actions
         self.rng = rng
 
+    @property
+    def q_network(self) -> tf.keras.Model:
+        return self._q_network
+
     @tf.function(reduce_retracing=True)
     def _greedy(self, observation):
         return tf.argmax(self._q_network(observation, training=False), axis=-1, output_type=tf.int32)

@@ -13,9 +13,15 @@ round, so both see the same machine load; ratios between them are what the targe
   number of random rows or frames from an array of the same size, with no boundary handling
 - replay_bytes_per_transition
 - train_steps_per_s: the trainer's own iteration (acting, storing and the updates they pay for, at the preset's
-  replay ratio) with acting overlapped with learning, against train_steps_per_s_no_overlap, the same in order;
-  both trainers' memories are filled to the preset's capacity first. overlap_efficiency: train_steps_per_s
-  over the slower of the two stages alone, min(actor_steps_per_s, learner_updates_per_s x train_frequency).
+  replay ratio) with acting ahead of learning on its own thread (--pipeline, the default), against
+  train_steps_per_s_overlap (the emulators stepping while the previous step's updates are made) and
+  train_steps_per_s_no_overlap (in order); the trainers' memories are filled to the preset's capacity first.
+  overlap_efficiency: train_steps_per_s over the slower of the two stages alone, min(actor_steps_per_s,
+  learner_updates_per_s x train_frequency); overlap_efficiency_per_step: the same for the overlap.
+- balanced_train_frequency: the env steps per update at which the learner's capacity equals acting's
+  (actor_steps_per_s / learner_updates_per_s, rounded); there the same three trainers give balanced_steps_per_s
+  (pipeline), balanced_steps_per_s_overlap and balanced_steps_per_s_in_order, and balanced_efficiency is the
+  pipeline's rate over min(acting, learning capacity); balanced_speedup the pipeline's over in order.
 - policy_actions_per_s_batch{1,32,256}: greedy actions per second from the exported policy (the SavedModel
   `python -m hvd_dqn.export` writes, loaded back), called with 1, 32 or 256 observations at a time.
 Under horovodrun with two or more ranks (`scripts/benchmark.sh` runs both), it measures the gradient
@@ -29,6 +35,7 @@ emulator threads 1), as they would share a machine whose learner has a GPU of it
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 import time
@@ -60,11 +67,14 @@ def rate(step, seconds: float) -> float:
             return done / elapsed
 
 
-def side_by_side(steps: dict, seconds: float, rounds: int) -> dict:
-    """Median rate of each named step over `rounds` alternating rounds."""
+def side_by_side(steps: dict, seconds: float, rounds: int, before_round: dict = None) -> dict:
+    """Median rate of each named step over `rounds` alternating rounds; `before_round[name]()`, if given, runs
+    before each of that step's rounds, outside the timing."""
     rates = {name: [] for name in steps}
     for _ in range(rounds):
         for name, step in steps.items():
+            if before_round and name in before_round:
+                before_round[name]()
             rates[name].append(rate(step, seconds))
     return {name: float(np.median(values)) for name, values in rates.items()}
 
@@ -114,7 +124,7 @@ def run_benchmark(config, seconds: float, rounds: int) -> dict:
     from hvd_dqn.envs import env_seeds, make_env_for, spec_of
     from hvd_dqn.learner import DQNLearner, huber, make_optimizer, td_targets
     from hvd_dqn.networks import q_network_for
-    from hvd_dqn.train import make_replay_memory
+    from hvd_dqn.learning import make_replay_memory
 
     tf.keras.utils.set_random_seed(config.seed)
     rng = np.random.default_rng(config.seed)
@@ -212,12 +222,26 @@ def run_benchmark(config, seconds: float, rounds: int) -> dict:
     # --- serving: the exported SavedModel's greedy actions, per batch size --------------------------------
     results.update(_exported_policy_rates(online, spec, rng, seconds, rounds))
 
-    # --- full training: the trainer's own iteration with and without overlap ------------------------------
-    results.update(_rename(side_by_side(_training_steps(config, spec, rng), seconds, rounds),
-                           overlap="train_steps_per_s", in_order="train_steps_per_s_no_overlap"))
+    # --- full training at the preset's replay ratio: the trainer's own iteration in each mode ---------------
+    acting_rate, update_rate = results["actor_steps_per_s"], results["learner_updates_per_s"]
+    results.update(_rename(_training_rates(config, spec, rng, seconds, rounds), pipeline="train_steps_per_s",
+                           overlap="train_steps_per_s_overlap", in_order="train_steps_per_s_no_overlap"))
     results["overlap_speedup"] = results["train_steps_per_s"] / results["train_steps_per_s_no_overlap"]
-    results["overlap_efficiency"] = results["train_steps_per_s"] / min(
-        results["actor_steps_per_s"], results["learner_updates_per_s"] * config.train_frequency)
+    slower_stage = min(acting_rate, update_rate * config.train_frequency)
+    results["overlap_efficiency"] = results["train_steps_per_s"] / slower_stage
+    results["overlap_efficiency_per_step"] = results["train_steps_per_s_overlap"] / slower_stage
+
+    # --- the balanced ratio: where learning could keep up with acting exactly -----------------------------
+    # One update per this many env steps makes the learner's capacity (updates/s x env steps per update)
+    # equal acting's; there, and only there, any idle side is lost time the pipeline can win back.
+    balanced = max(1, round(acting_rate / update_rate))
+    results["balanced_train_frequency"] = balanced
+    results.update(_rename(_training_rates(dataclasses.replace(config, train_frequency=balanced), spec, rng,
+                                           seconds, rounds),
+                           pipeline="balanced_steps_per_s", overlap="balanced_steps_per_s_overlap",
+                           in_order="balanced_steps_per_s_in_order"))
+    results["balanced_efficiency"] = results["balanced_steps_per_s"] / min(acting_rate, update_rate * balanced)
+    results["balanced_speedup"] = results["balanced_steps_per_s"] / results["balanced_steps_per_s_in_order"]
     results["replay_sample_vs_bare_gather"] = (results["replay_sample_batches_per_s"]
                                                / results["bare_gather_batches_per_s"])
     return results
@@ -305,30 +329,56 @@ def _loopback_bytes_per_s(total_bytes: int = 512 * 2**20, chunk: int = 4 * 2**20
     return total_bytes / elapsed
 
 
-def _training_steps(config, spec, rng: np.random.Generator) -> dict:
-    """Two trainers of the preset, overlap on and off, one core's worth of threads each stage, with their
-    memories full; returns their iterations as benchmark steps (env steps per call)."""
+TRAINING_MODES = {  # name: (--pipeline, --overlap_acting)
+    "pipeline": (True, False),  # acting ahead on its own thread (hvd_dqn.pipeline), the default
+    "overlap": (False, True),  # the emulators' own threads step while the previous step's updates are made
+    "in_order": (False, False),
+}
+
+
+def _training_rates(config, spec, rng: np.random.Generator, seconds: float, rounds: int) -> dict:
+    """Side by side: a trainer of `config` in each of TRAINING_MODES, one core's worth of threads each stage,
+    memories full; their env steps per second, by mode name. Each pipeline round starts from an empty queue (a
+    new acting thread), so acting done ahead while the other modes were timed is not counted."""
+    trainers = {name: _full_trainer(config, spec, rng, pipeline, overlap)
+                for name, (pipeline, overlap) in TRAINING_MODES.items()}
+    try:
+        def restart_pipeline():
+            trainers["pipeline"].end_acting()
+            trainers["pipeline"].begin_acting()
+
+        steps = {name: functools.partial(_one_iteration, trainer) for name, trainer in trainers.items()}
+        return side_by_side(steps, seconds, rounds, before_round={"pipeline": restart_pipeline})
+    finally:
+        for trainer in trainers.values():
+            trainer.end_acting()
+            trainer.acting.close()
+            trainer.learning.close()
+
+
+def _full_trainer(config, spec, rng: np.random.Generator, pipeline: bool, overlap: bool):
+    """A Trainer of `config` with its memory full, ready to step: no evaluation, logging or checkpoints,
+    exploration at its final epsilon, the update and inference traced."""
     import tempfile
 
-    from hvd_dqn.envs import env_seeds
-    from hvd_dqn.train import Trainer
+    from hvd_dqn.trainer import Trainer
 
-    steps = {}
-    for name, overlap in (("overlap", True), ("in_order", False)):
-        trainer = Trainer(dataclasses.replace(
-            config, overlap_acting=overlap, env_threads=1, intra_op_threads=1, inter_op_threads=1,
-            eval_interval_env_steps=0, logdir=tempfile.mkdtemp(prefix="hvd_dqn_benchmark_")))
-        _fill(trainer.replay, spec, config.num_envs, rng)
-        trainer.observation, _ = trainer.env.reset(seed=env_seeds(config.seed, config.num_envs))
-        for _ in range(3):  # past the readiness check, with the update and inference traced
-            trainer.step(config.epsilon_end)
+    trainer = Trainer(dataclasses.replace(
+        config, pipeline=pipeline, overlap_acting=overlap, env_threads=1, intra_op_threads=1, inter_op_threads=1,
+        eval_interval_env_steps=0, log_interval_env_steps=0, checkpoint_interval_env_steps=0,
+        total_env_steps=2**62, epsilon_start=config.epsilon_end,
+        logdir=tempfile.mkdtemp(prefix="hvd_dqn_benchmark_")))
+    _fill(trainer.learning.replay, spec, trainer.acting.num_envs, rng)
+    trainer.acting.reset(config.seed, stream=0)
+    trainer.begin_acting()
+    for _ in range(3):  # past the readiness check, with the update and inference traced
+        trainer.step()
+    return trainer
 
-        def step(trainer=trainer):
-            trainer.step(config.epsilon_end)
-            return config.num_envs
 
-        steps[name] = step
-    return steps
+def _one_iteration(trainer) -> int:
+    trainer.step()
+    return trainer.env_steps_per_iteration
 
 
 def _fill(replay, spec, num_envs: int, rng: np.random.Generator) -> None:
@@ -382,8 +432,10 @@ def _rename(values: dict, **names) -> dict:
 SINGLE_PROCESS_KEYS = (
     "env_raw_steps_per_s", "actor_steps_per_s", "learner_updates_per_s", "plain_tf_updates_per_s",
     "learner_vs_plain_tf", "replay_sample_batches_per_s", "bare_gather_batches_per_s", "replay_sample_vs_bare_gather",
-    "replay_bytes_per_transition", "train_steps_per_s", "train_steps_per_s_no_overlap", "overlap_speedup",
-    "overlap_efficiency") + tuple(f"policy_actions_per_s_batch{batch}" for batch in POLICY_BATCH_SIZES)
+    "replay_bytes_per_transition", "train_steps_per_s", "train_steps_per_s_overlap", "train_steps_per_s_no_overlap",
+    "overlap_speedup", "overlap_efficiency", "overlap_efficiency_per_step", "balanced_train_frequency",
+    "balanced_steps_per_s", "balanced_steps_per_s_overlap", "balanced_steps_per_s_in_order", "balanced_efficiency",
+    "balanced_speedup") + tuple(f"policy_actions_per_s_batch{batch}" for batch in POLICY_BATCH_SIZES)
 ALLREDUCE_KEYS = ("ranks", "gradient_bytes_per_update", "allreduce_ms_per_update", "loopback_bytes_per_s",
                   "ring_allreduce_ms_predicted")
 

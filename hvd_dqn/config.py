@@ -127,7 +127,13 @@ class TrainConfig:
     elastic_commit_env_steps: int = 5_000  # env steps (summed over ranks) between two elastic commits
 
     # Performance.
-    overlap_acting: bool = True  # Atari: the emulators step while the learner updates (same replay ratio)
+    # Acting runs ahead of learning on a thread of its own (hvd_dqn.pipeline), by at most pipeline_lead_env_steps
+    # (the job's env steps; -1: enough to act on through two updates), with the learner's weights copied to it
+    # after every pipeline_sync_updates updates. Same replay ratio and memory as in order; reproducible.
+    pipeline: bool = True
+    pipeline_lead_env_steps: int = -1
+    pipeline_sync_updates: int = 4
+    overlap_acting: bool = True  # without the pipeline, Atari: the emulators step while the learner updates
     fp16_allreduce: bool = False  # gradients allreduced as float16 (hvd.Compression.fp16)
     xla: bool = False  # the networks' passes compiled by XLA (jit_compile)
     mixed_precision: bool = False  # Keras mixed_float16 with dynamic loss scaling
@@ -163,7 +169,7 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     positive_ints = (
         "num_envs", "total_env_steps", "learning_starts", "train_frequency", "target_update_period",
         "replay_capacity", "batch_size", "log_interval_env_steps", "eval_episodes", "keep_checkpoints",
-        "inter_op_threads", "elastic_commit_env_steps",
+        "inter_op_threads", "elastic_commit_env_steps", "pipeline_sync_updates",
     )
     for name in positive_ints:
         value = getattr(config, name)
@@ -183,6 +189,9 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     for name in ("noop_max", "env_threads"):
         value = getattr(config, name)
         _require(isinstance(value, int) and value >= 0, name, value, "must be an integer >= 0")
+    _require(isinstance(config.pipeline_lead_env_steps, int) and config.pipeline_lead_env_steps >= -1,
+             "pipeline_lead_env_steps", config.pipeline_lead_env_steps,
+             "must be an integer >= 0 (env steps of the job), or -1 for two updates' worth")
     _require(config.max_episode_frames > 0, "max_episode_frames", config.max_episode_frames,
              "must be a positive integer")
     _require(config.apex_alpha >= 0.0, "apex_alpha", config.apex_alpha, "must be a number >= 0")

@@ -22,11 +22,14 @@ from __future__ import annotations
 import dataclasses
 import os
 
+import horovod.tensorflow as hvd
+import tensorflow as tf
 from absl import logging
-from horovod.common.elastic import State  # this module is imported only for --elastic runs
+from horovod.common.elastic import State
 
 from hvd_dqn import distributed
 from hvd_dqn.config import ConfigError
+from hvd_dqn.progress import Counters
 
 
 class TrainingState(State):
@@ -38,8 +41,6 @@ class TrainingState(State):
     """
 
     def __init__(self, trainer):
-        import horovod.tensorflow as hvd
-
         super().__init__(bcast_object=hvd.broadcast_object, get_rank=hvd.rank)
         self.trainer = trainer
         self.started = False  # whether the job has done its one-time start (fresh or resumed)
@@ -49,15 +50,13 @@ class TrainingState(State):
 
     def progress(self) -> dict:
         trainer = self.trainer
-        return dict(counters=dataclasses.asdict(trainer.counters), update_credit=trainer.update_credit,
+        return dict(counters=dataclasses.asdict(trainer.counters), update_credit=trainer.learning.update_credit,
                     last_checkpoint_env_steps=trainer.last_checkpoint_env_steps, started=self.started)
 
     def _set_progress(self, progress: dict) -> None:
-        from hvd_dqn.train import Counters
-
         trainer = self.trainer
         trainer.counters = Counters(**progress["counters"])
-        trainer.update_credit = progress["update_credit"]
+        trainer.learning.update_credit = progress["update_credit"]
         trainer.last_checkpoint_env_steps = progress["last_checkpoint_env_steps"]
         self.started = progress["started"]
 
@@ -93,9 +92,6 @@ def check_elastic_launch(world) -> None:
 
 def run_elastic(trainer):
     """Collective: the trainer's whole run under `hvd.elastic.run`; returns its final counters."""
-    import horovod.tensorflow as hvd
-    import tensorflow as tf
-
     check_elastic_launch(trainer.world)
     state = TrainingState(trainer)
     state.register_reset_callbacks([trainer.on_world_change])

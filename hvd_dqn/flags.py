@@ -123,10 +123,19 @@ _HELP = {
                "worker that joins receives the weights and fills its own replay memory.",
     "elastic_commit_env_steps": "With --elastic: env steps (summed over ranks) between two commits of the "
                                 "training state in memory, the point a lost worker rolls the others back to.",
-    "overlap_acting": "Atari: the emulators run each step on their own threads while the learner makes the "
-                      "updates the previous step paid for, instead of one after the other. Updates, their "
-                      "minibatches and the replay ratio are the same either way; actions come from weights one "
-                      "step older. Classic-control envs always step in order (they take microseconds).",
+    "pipeline": "Acting (inference on a copy of the Q-network, the emulators, epsilon-greedy) runs ahead of "
+                "learning on a thread of its own, handing its steps to the learner through a bounded queue. "
+                "The replay ratio, the memory and every minibatch are those of acting in order; actions come "
+                "from weights a few updates older. Runs repeat exactly for a given seed.",
+    "pipeline_lead_env_steps": "With --pipeline: how far acting may run ahead of learning, in env steps of the "
+                               "job (rounded down to whole steps of every env); 0 acts in order with learning. "
+                               "-1: enough to act on through two updates.",
+    "pipeline_sync_updates": "With --pipeline: the learner's weights are copied to the acting thread after every "
+                             "this many updates (at fixed points, so runs repeat).",
+    "overlap_acting": "Without --pipeline, Atari: the emulators run each step on their own threads while the "
+                      "learner makes the updates the previous step paid for, instead of one after the other. "
+                      "Updates, their minibatches and the replay ratio are the same either way; actions come "
+                      "from weights one step older. Classic-control envs step in order (they take microseconds).",
     "fp16_allreduce": "Send gradients through the allreduce as float16 (Horovod's fp16 compression): half the "
                       "bytes between ranks, which pays where the network between hosts is the bottleneck; "
                       "they are averaged and applied in float32.",

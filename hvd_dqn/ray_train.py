@@ -3,7 +3,7 @@
 
 The same training as `horovodrun -np N python -m hvd_dqn.train`, launched by Horovod's own Ray integration
 (`horovod.ray.RayExecutor`): Ray places N actors (C CPUs and, with --use_gpu, one GPU each), Horovod forms its
-Gloo ring between them, and each actor runs one rank of `hvd_dqn.train.Trainer`. This driver process checks
+Gloo ring between them, and each actor runs one rank of `hvd_dqn.trainer.Trainer`. This driver process checks
 the flags first, so a bad flag is one line before any Ray process starts; it then prints rank 0's progress
 (Ray forwards the actors' logs) and ends with one line: the run's summary, or the first worker's error.
 
@@ -26,9 +26,9 @@ from absl import app, flags, logging
 
 from hvd_dqn import cli, storage
 from hvd_dqn.config import ConfigError, TrainConfig, validate
-from hvd_dqn.flags import config_from_flags
-# Importing the trainer defines hvd_dqn.train's flags, which this program takes as its own.
-from hvd_dqn.train import CheckpointError, Trainer
+from hvd_dqn.flags import config_from_flags, define_flags
+
+define_flags()  # hvd_dqn.train's flags, which this program takes as its own
 
 PROGRAM = "hvd_dqn.ray_train"
 
@@ -53,6 +53,8 @@ def train_on_worker(config: TrainConfig) -> dict:
     """Runs in each Ray worker as one Horovod rank (RayExecutor has set its HOROVOD_* variables). Returns
     {"counters": ...} or {"error": one line}, so the driver reports a training error without a traceback."""
     from hvd_dqn import distributed
+    # In the worker only: the driver checks flags and starts Ray without TensorFlow's seconds-long import.
+    from hvd_dqn.trainer import CheckpointError, Trainer
 
     rank = distributed.launcher_rank()
     logging.set_verbosity(logging.INFO if rank == 0 else logging.WARNING)  # rank 0 alone reports progress

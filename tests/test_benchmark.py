@@ -7,7 +7,10 @@ from conftest import PYTHON, REPO, horovodrun, python_module, run
 
 KEYS = ("env_raw_steps_per_s", "actor_steps_per_s", "learner_updates_per_s", "plain_tf_updates_per_s",
         "replay_sample_batches_per_s", "bare_gather_batches_per_s", "train_steps_per_s",
-        "train_steps_per_s_no_overlap", "overlap_efficiency", "policy_actions_per_s_batch1",
+        "train_steps_per_s_overlap", "train_steps_per_s_no_overlap", "overlap_efficiency",
+        "overlap_efficiency_per_step", "balanced_train_frequency", "balanced_steps_per_s",
+        "balanced_steps_per_s_overlap", "balanced_steps_per_s_in_order", "balanced_efficiency",
+        "balanced_speedup", "policy_actions_per_s_batch1",
         "policy_actions_per_s_batch32", "policy_actions_per_s_batch256")
 
 
@@ -15,7 +18,8 @@ def test_benchmark_measures_every_stage_and_writes_json(tmp_path):
     report = tmp_path / "bench.json"
     result = python_module("hvd_dqn.benchmark", [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                                                  "--replay_capacity=2000", "--learning_starts=1000",
-                                                 "--train_frequency=2", "--round_seconds=0.3", "--rounds=2",
+                                                 "--train_frequency=2", "--noprioritized_replay",
+                                                 "--round_seconds=0.3", "--rounds=2",
                                                  f"--json={report}"], timeout=300)
     results = json.loads(report.read_text())
     for key in KEYS:
@@ -28,6 +32,12 @@ def test_benchmark_measures_every_stage_and_writes_json(tmp_path):
     # At --train_frequency=2 each update pays for 2 env steps.
     assert results["overlap_efficiency"] == results["train_steps_per_s"] / min(
         results["actor_steps_per_s"], results["learner_updates_per_s"] * 2)
+    # The balanced ratio: env steps per update at which learning's capacity equals acting's.
+    acting, updates = results["actor_steps_per_s"], results["learner_updates_per_s"]
+    balanced = results["balanced_train_frequency"]
+    assert balanced == max(1, round(acting / updates))
+    assert results["balanced_efficiency"] == results["balanced_steps_per_s"] / min(acting, updates * balanced)
+    assert results["balanced_speedup"] == results["balanced_steps_per_s"] / results["balanced_steps_per_s_in_order"]
 
 
 def test_benchmark_names_a_bad_setting(tmp_path):

@@ -28,15 +28,18 @@ def test_rollback_restores_networks_optimizer_and_counters_exactly():
     from hvd_dqn.learner import DQNLearner, make_optimizer
     from hvd_dqn.networks import build_mlp_q_network
     from hvd_dqn.replay import Batch
-    from hvd_dqn.train import Counters
+    from hvd_dqn.progress import Counters
 
     hvd.init()
 
-    class Trainer:  # the parts of hvd_dqn.train.Trainer the state touches
+    class Learning:
+        update_credit = 2
+
+    class Trainer:  # the parts of hvd_dqn.trainer.Trainer the state touches
         learner = DQNLearner(build_mlp_q_network((3,), 2, (8,), "online"), build_mlp_q_network((3,), 2, (8,), "target"),
                              make_optimizer(1e-2, 1e-7, 0.0, 1, False, 0), double_dqn=True)
         counters = Counters(env_steps=4000, episodes=7, updates=1500)
-        update_credit = 2
+        learning = Learning()
         last_checkpoint_env_steps = 4000
 
     trainer = Trainer()
@@ -47,7 +50,7 @@ def test_rollback_restores_networks_optimizer_and_counters_exactly():
                                  np.ones(4, np.float32), np.full(4, 0.9, np.float32),
                                  rng.normal(size=(4, 3)).astype(np.float32)))
     trainer.counters = Counters(env_steps=4800, episodes=9, updates=1900)
-    trainer.update_credit = 3
+    trainer.learning.update_credit = 3
     assert any(not np.array_equal(old, new.numpy())
                for old, new in zip(committed, trainer.learner.synchronized_variables))
 
@@ -55,7 +58,7 @@ def test_rollback_restores_networks_optimizer_and_counters_exactly():
     for old, new in zip(committed, trainer.learner.synchronized_variables):
         np.testing.assert_array_equal(old, new.numpy())  # networks, Adam's moments and step, update count
     assert trainer.counters == Counters(env_steps=4000, episodes=7, updates=1500)
-    assert trainer.update_credit == 2 and trainer.last_checkpoint_env_steps == 4000
+    assert trainer.learning.update_credit == 2 and trainer.last_checkpoint_env_steps == 4000
 
     state.started = True
     state.sync()  # a (one-rank) ring re-formed: rank 0's state is everyone's, and is the new commit

@@ -1,0 +1,88 @@
+"""The acting side of a rank: its emulators, the policy that steps them, and the exploration schedule.
+
+Acting produces `Experience`, one step of every env of the rank; the learning side (`hvd_dqn.learning`)
+stores it and pays for it with updates. The two meet in the trainer's loop, in order, or through
+`hvd_dqn.pipeline`, where acting runs ahead on a thread of its own.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import numpy as np
+
+from hvd_dqn.actor import EpsilonGreedyActor
+from hvd_dqn.envs import env_seeds
+from hvd_dqn.schedules import LinearSchedule
+
+
+@dataclasses.dataclass
+class Experience:
+    """One step of every env of a rank: s_t, the actions a_t taken there, and what the vector env returned
+    (next observations, rewards, terminated, truncated, info), as `env.step` gives them."""
+
+    observation: np.ndarray
+    action: np.ndarray
+    step_result: tuple
+
+
+class ActingSide:
+    """A rank's envs and the epsilon-greedy policy that steps them. `act(env_steps)` takes one step of every
+    env; `env_steps` (the job's, before the step) decides epsilon, so the same step explores alike whether
+    acting runs in order or ahead of learning. With Ape-X exploration every env keeps a fixed epsilon of its own.
+
+    The actor's network is the learner's online network itself when acting runs in order; the pipeline gives
+    acting a copy of its own, since its thread must not read weights while the learner writes them.
+    """
+
+    def __init__(self, env, actor: EpsilonGreedyActor, epsilon: LinearSchedule,
+                 env_epsilons: Optional[np.ndarray] = None):
+        self.env = env
+        self.actor = actor
+        self.epsilon_schedule = epsilon
+        self.env_epsilons = env_epsilons
+        self.observation = None  # the envs' current observations; None until the first reset
+        self.action_in_flight = None  # actions sent to the env (`send`) whose step is not yet received
+
+    @property
+    def num_envs(self) -> int:
+        return self.env.num_envs
+
+    def epsilon(self, env_steps: int):
+        """Epsilon for the step that starts after `env_steps` of the job: one value, or one per env (Ape-X)."""
+        return self.epsilon_schedule(env_steps) if self.env_epsilons is None else self.env_epsilons
+
+    def reset(self, seed: int, stream: int) -> None:
+        """New episodes in every env, seeded from the rank's seed and `stream` (the job's env steps: a
+        resumed run starts its episodes from seeds of their own)."""
+        self.observation, _ = self.env.reset(seed=env_seeds(seed, self.num_envs, stream=stream))
+
+    def act(self, env_steps: int, copy: bool = False) -> Experience:
+        """One step of every env. `copy`: the observations are copied out of the env's buffers, which an
+        emulator may reuse on its next step; needed where the step is stored after the envs step again
+        (the pipeline), not where it is stored at once."""
+        action = self.actor.select_actions(self.observation, self.epsilon(env_steps))
+        step_result = self.env.step(action)
+        if copy:
+            step_result = (np.array(step_result[0]),) + tuple(step_result[1:])
+        return self._advance(action, step_result)
+
+    def send(self, env_steps: int) -> None:
+        """The first half of `act` for emulators that step on their own threads (`--overlap_acting`): the
+        actions go to the env, which steps while the caller learns; `receive` takes the step back."""
+        action = self.actor.select_actions(self.observation, self.epsilon(env_steps))
+        self.env.send(action)
+        self.action_in_flight = action
+
+    def receive(self) -> Experience:
+        action, self.action_in_flight = self.action_in_flight, None
+        return self._advance(action, self.env.recv())
+
+    def _advance(self, action: np.ndarray, step_result: tuple) -> Experience:
+        experience = Experience(self.observation, action, step_result)
+        self.observation = step_result[0]
+        return experience
+
+    def close(self) -> None:
+        self.env.close()
+

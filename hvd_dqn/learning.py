@@ -1,0 +1,112 @@
+"""The learning side of a rank: its replay memory and the updates that env steps pay for.
+
+`store(experience)` adds one step of the rank's envs to the memory; `learn(env_steps)` makes the updates
+that the stored env steps bought: one per --train_frequency env steps, the same count on every rank (all
+ranks step the same number of envs and their memories fill alike), each a collective gradient step.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+
+import numpy as np
+
+from hvd_dqn import distributed
+from hvd_dqn.acting import Experience
+from hvd_dqn.actor import store_step
+from hvd_dqn.config import TrainConfig
+from hvd_dqn.frame_replay import FrameReplayMemory
+from hvd_dqn.learner import DQNLearner
+from hvd_dqn.metrics import RankMetrics
+from hvd_dqn.networks import is_image_observation
+from hvd_dqn.prefetch import minibatches
+from hvd_dqn.replay import PrioritySettings, ReplayMemory
+from hvd_dqn.schedules import LinearSchedule
+
+
+class LearningSide:
+    """Owns the replay memory, the minibatch stream (its own RNG, so acting's draws never move it) and the
+    update credit: this rank's env steps not yet paid for with updates (checkpointed)."""
+
+    def __init__(self, config: TrainConfig, learner: DQNLearner, replay, sample_rng: np.random.Generator,
+                 num_envs: int, rank_metrics: RankMetrics):
+        self.config = config
+        self.learner = learner
+        self.replay = replay
+        self.sample_rng = sample_rng
+        self.num_envs = num_envs
+        self.rank_metrics = rank_metrics
+        self.ranks_sharing_an_update = 1  # set by the trainer for its world (`share_updates_over`)
+        self.update_credit = 0
+        self.replay_ready = False  # whether every rank's memory holds --learning_starts transitions
+        # Prioritised replay's importance-sampling exponent, annealed to 1 by the end (Schaul et al. 2016).
+        self.priority_beta = LinearSchedule(config.priority_beta_start, 1.0, config.total_env_steps)
+        self.sampler = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="minibatches")
+
+    def share_updates_over(self, world_size: int) -> None:
+        """--rank_scaling=updates: all N ranks' env steps pay for each update and each rank draws 1/N of the
+        batch; "batch": a rank pays for its updates alone, with whole batches. Under --elastic a new world
+        also means waiting until every rank (a newcomer's memory is empty) is ready again."""
+        self.ranks_sharing_an_update = world_size if self.config.rank_scaling == "updates" else 1
+        self.replay_ready = False
+
+    def store(self, experience: Experience):
+        """Stores one step of every env (rewards clipped for learning if asked; the true last observation
+        where an episode ended; discount 0 at learning terminals); returns (raw rewards, done)."""
+        _, reward, done = store_step(self.replay, experience.observation, experience.action, experience.step_result,
+                                     self.config.clip_rewards, self.config.terminal_on_life_loss)
+        return reward, done
+
+    def learn(self, env_steps: int, counters) -> None:
+        """Collective: the updates one stored step of this rank paid for. `env_steps`: the job's env steps
+        when that step was stored (prioritised replay's beta follows them); `counters.updates` counts them."""
+        config = self.config
+        if not self.replay_ready:
+            self.replay_ready = self._every_replay_memory_ready()
+            if not self.replay_ready:
+                return
+        self.update_credit += self.num_envs * self.ranks_sharing_an_update
+        count, self.update_credit = divmod(self.update_credit, config.train_frequency)
+        batch_size = config.batch_size // self.ranks_sharing_an_update
+        draw = functools.partial(self.replay.sample, batch_size, self.sample_rng, self.priority_beta(env_steps))
+        for batch in minibatches(draw, count, None if self.replay.priority else self.sampler):
+            metrics = self.learner.update(batch)
+            if batch.indices is not None:  # prioritised: this rank's new priorities from its TD errors
+                self.replay.update_priorities(batch.indices, metrics["td_errors"])
+            self.rank_metrics.record_update(metrics)
+            counters.updates += 1
+            if counters.updates % config.target_update_period == 0:
+                self.learner.sync_target(config.target_update_tau)
+
+    def _every_replay_memory_ready(self) -> bool:
+        """Whether every rank's memory holds its --learning_starts transitions (memories never shrink).
+
+        In a fixed world all ranks fill alike, so each can tell alone. Under --elastic a rank that joined
+        starts empty while the others are full: the ranks vote (one tiny allreduce per iteration, only until
+        all are ready), or the full ranks would wait forever in an update the new one never joins."""
+        # --rank_scaling=updates counts --learning_starts over the job, as one rank alone would.
+        ready = len(self.replay) >= -(-self.config.learning_starts // self.ranks_sharing_an_update)
+        if not self.config.elastic:
+            return ready
+        not_ready = distributed.sum_over_ranks(np.array([0.0 if ready else 1.0]), "replay_not_ready")[0]
+        return not_ready == 0
+
+    def close(self) -> None:
+        self.sampler.shutdown()
+
+
+def make_replay_memory(config: TrainConfig, spec, num_envs: int = None, capacity: int = None):
+    """Frame-deduplicated memory for stacked frames, whole observations for vector ones; uniform or
+    prioritised, one-step or n-step, as the config says; `num_envs` and `capacity` (default: the config's)
+    are this rank's."""
+    num_envs = num_envs or config.num_envs
+    capacity = capacity or config.replay_capacity
+    priority = PrioritySettings(config.priority_alpha, config.priority_epsilon) if config.prioritized_replay else None
+    if is_image_observation(spec.observation_shape, spec.observation_dtype):
+        stack, *frame_shape = spec.observation_shape
+        return FrameReplayMemory(capacity, num_envs, tuple(frame_shape), stack,
+                                 config.gamma, config.n_step, priority)
+    # MinAtar's bool grids are stored as bools (bit-packed); every other vector observation as float32.
+    dtype = np.bool_ if spec.observation_dtype == np.bool_ else np.float32
+    return ReplayMemory(capacity, num_envs, spec.observation_shape, dtype,
+                        config.gamma, config.n_step, priority)

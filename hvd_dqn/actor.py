@@ -4,6 +4,8 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from hvd_dqn.envs import learning_discounts, true_next_observations
+
 
 class EpsilonGreedyActor:
     """Chooses a_t for each environment: uniformly random with probability epsilon, else argmax_a Q(s_t, a).
@@ -51,8 +53,6 @@ def store_step(replay, observation: np.ndarray, action: np.ndarray, step_result,
     """Stores the transitions of one vector-env step (`step_result`, as `env.step` returns it) taken with
     `action` from `observation`; returns (next observations, raw rewards, done). The second half of
     `act_and_store`, for callers that step the env themselves (`send`/`recv`, to overlap it with learning)."""
-    from hvd_dqn.envs import learning_discounts, true_next_observations
-
     next_observation, reward, terminated, truncated, info = step_result
     done = terminated | truncated
     discount = learning_discounts(terminated, info, terminal_on_life_loss)

@@ -30,7 +30,9 @@ ranks as DistributedOptimizer does, Horovod's tensor fusion included), gradient_
 loopback_bytes_per_s (a TCP stream through 127.0.0.1) and ring_allreduce_ms_predicted, the ring algorithm's
 2(N-1)/N x bytes / bandwidth on that bandwidth.
 As issue 7 specifies, the stages get one core's worth of threads each (TensorFlow intra/inter-op threads 1,
-emulator threads 1), as they would share a machine whose learner has a GPU of its own.
+emulator threads 1), as they would share a machine whose learner has a GPU of its own. The full-training figures
+are taken in a child process whose TensorFlow has two inter-op threads, one for each side of the pipeline
+(with one, the acting thread's inference waits for the learner's ops), the same for all three modes.
 """
 from __future__ import annotations
 
@@ -53,6 +55,9 @@ define_flags()
 flags.DEFINE_string("json", None, "Write the measurements to this JSON file.")
 flags.DEFINE_float("round_seconds", 3.0, "Seconds per measurement round.")
 flags.DEFINE_integer("rounds", 3, "Alternating rounds per comparison; the median round is reported.")
+flags.DEFINE_enum("part", "all", ["all", "training"], "Internal: the benchmark runs its full-training figures in a "
+                  "child process of its own with --part=training (TensorFlow's thread pools are per process).")
+flags.DEFINE_integer("balanced_train_frequency", 1, "Internal, with --part=training: the balanced ratio to time.")
 FLAGS = flags.FLAGS
 PROGRAM = "hvd_dqn.benchmark"
 
@@ -90,7 +95,12 @@ def main(argv) -> None:
         _fail("--round_seconds and --rounds must be positive")
     from hvd_dqn import distributed
 
-    distributed.init_horovod(intra_op_threads=1, inter_op_threads=1)  # one core's worth for the learner
+    if FLAGS.part == "training":  # the child process of run_benchmark: see _training_part
+        distributed.init_horovod(intra_op_threads=1, inter_op_threads=2)
+        _training_part(config, FLAGS.round_seconds, FLAGS.rounds, FLAGS.json)
+        return
+    # One core's worth per stage: one thread inside each op and one running ops.
+    distributed.init_horovod(intra_op_threads=1, inter_op_threads=1)
     import horovod.tensorflow as hvd
 
     if hvd.size() > 1:
@@ -222,24 +232,17 @@ def run_benchmark(config, seconds: float, rounds: int) -> dict:
     # --- serving: the exported SavedModel's greedy actions, per batch size --------------------------------
     results.update(_exported_policy_rates(online, spec, rng, seconds, rounds))
 
-    # --- full training at the preset's replay ratio: the trainer's own iteration in each mode ---------------
+    # --- full training, at the preset's replay ratio and at the balanced one --------------------------------
+    # One update per `balanced` env steps makes the learner's capacity (updates/s x env steps per update) equal
+    # acting's; there, and only there, any idle side is lost time the pipeline can win back.
     acting_rate, update_rate = results["actor_steps_per_s"], results["learner_updates_per_s"]
-    results.update(_rename(_training_rates(config, spec, rng, seconds, rounds), pipeline="train_steps_per_s",
-                           overlap="train_steps_per_s_overlap", in_order="train_steps_per_s_no_overlap"))
+    balanced = max(1, round(acting_rate / update_rate))
+    results["balanced_train_frequency"] = balanced
+    results.update(_run_training_part(balanced, seconds, rounds))
     results["overlap_speedup"] = results["train_steps_per_s"] / results["train_steps_per_s_no_overlap"]
     slower_stage = min(acting_rate, update_rate * config.train_frequency)
     results["overlap_efficiency"] = results["train_steps_per_s"] / slower_stage
     results["overlap_efficiency_per_step"] = results["train_steps_per_s_overlap"] / slower_stage
-
-    # --- the balanced ratio: where learning could keep up with acting exactly -----------------------------
-    # One update per this many env steps makes the learner's capacity (updates/s x env steps per update)
-    # equal acting's; there, and only there, any idle side is lost time the pipeline can win back.
-    balanced = max(1, round(acting_rate / update_rate))
-    results["balanced_train_frequency"] = balanced
-    results.update(_rename(_training_rates(dataclasses.replace(config, train_frequency=balanced), spec, rng,
-                                           seconds, rounds),
-                           pipeline="balanced_steps_per_s", overlap="balanced_steps_per_s_overlap",
-                           in_order="balanced_steps_per_s_in_order"))
     results["balanced_efficiency"] = results["balanced_steps_per_s"] / min(acting_rate, update_rate * balanced)
     results["balanced_speedup"] = results["balanced_steps_per_s"] / results["balanced_steps_per_s_in_order"]
     results["replay_sample_vs_bare_gather"] = (results["replay_sample_batches_per_s"]
@@ -329,6 +332,48 @@ def _loopback_bytes_per_s(total_bytes: int = 512 * 2**20, chunk: int = 4 * 2**20
     return total_bytes / elapsed
 
 
+def _run_training_part(balanced_train_frequency: int, seconds: float, rounds: int) -> dict:
+    """The full-training figures, measured by a child process of this benchmark with the same flags.
+
+    A process of its own, since TensorFlow's thread pools are the process's and fixed once it starts: the
+    stages above are timed with one inter-op thread (one core's worth each), but the pipeline needs two, one
+    for each side's ops (with one, its acting thread's inference waits for the learner's ops: measured, 40
+    inferences/s beside a Nature-CNN update instead of 337). All three modes are timed there alike."""
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="hvd_dqn_benchmark_") as folder:
+        report = os.path.join(folder, "training.json")
+        command = [sys.executable, "-m", "hvd_dqn.benchmark", *sys.argv[1:], "--part=training",
+                   f"--balanced_train_frequency={balanced_train_frequency}", f"--round_seconds={seconds}",
+                   f"--rounds={rounds}", f"--json={report}"]
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            tail = (result.stderr.strip().splitlines() or ["no output"])[-1]
+            raise RuntimeError(f"the full-training part failed (exit {result.returncode}): {tail}")
+        with open(report) as handle:
+            return json.load(handle)
+
+
+def _training_part(config, seconds: float, rounds: int, report: str) -> None:
+    """In the child process: the trainer's own iteration in each mode, at the preset's replay ratio and at
+    --balanced_train_frequency, written to `report` as JSON."""
+    from hvd_dqn.envs import make_env_for, spec_of
+
+    env = make_env_for(dataclasses.replace(config, env_threads=1), 1)
+    spec = spec_of(env)
+    env.close()
+    rng = np.random.default_rng(config.seed)
+    results = _rename(_training_rates(config, spec, rng, seconds, rounds), pipeline="train_steps_per_s",
+                      overlap="train_steps_per_s_overlap", in_order="train_steps_per_s_no_overlap")
+    balanced = dataclasses.replace(config, train_frequency=FLAGS.balanced_train_frequency)
+    results.update(_rename(_training_rates(balanced, spec, rng, seconds, rounds), pipeline="balanced_steps_per_s",
+                           overlap="balanced_steps_per_s_overlap", in_order="balanced_steps_per_s_in_order"))
+    with open(report, "w") as handle:
+        json.dump(results, handle)
+
+
 TRAINING_MODES = {  # name: (--pipeline, --overlap_acting)
     "pipeline": (True, False),  # acting ahead on its own thread (hvd_dqn.pipeline), the default
     "overlap": (False, True),  # the emulators' own threads step while the previous step's updates are made
@@ -364,7 +409,8 @@ def _full_trainer(config, spec, rng: np.random.Generator, pipeline: bool, overla
     from hvd_dqn.trainer import Trainer
 
     trainer = Trainer(dataclasses.replace(
-        config, pipeline=pipeline, overlap_acting=overlap, env_threads=1, intra_op_threads=1, inter_op_threads=1,
+        config, pipeline=pipeline, overlap_acting=overlap, env_threads=1, intra_op_threads=1,
+        inter_op_threads=2 - int(pipeline),  # two in all: the trainer adds one for the pipeline
         eval_interval_env_steps=0, log_interval_env_steps=0, checkpoint_interval_env_steps=0,
         total_env_steps=2**62, epsilon_start=config.epsilon_end,
         logdir=tempfile.mkdtemp(prefix="hvd_dqn_benchmark_")))

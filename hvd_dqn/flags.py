@@ -145,7 +145,7 @@ _HELP = {
     "mixed_precision": "Keras mixed_float16: the networks compute in float16 (weights and Q-values stay float32) "
                        "with dynamic loss scaling; for GPUs with tensor cores (on CPUs it is slow).",
     "intra_op_threads": "TensorFlow threads inside one op; 0: this host's cores divided by the ranks on it.",
-    "inter_op_threads": "TensorFlow ops run in parallel.",
+    "inter_op_threads": "TensorFlow ops run in parallel (--pipeline adds one, for the acting thread's inference).",
     "deterministic_ops": "Make TensorFlow ops deterministic (repeatable runs at some cost in speed).",
 }
 

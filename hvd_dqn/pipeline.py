@@ -55,9 +55,15 @@ class ActingPipeline:
         self._allowed = 0  # acting may not go beyond this iteration (the next phase of the trainer)
         self._closing = False
         self._error: Optional[BaseException] = None
+        # Weights travel as tensors copied inside TensorFlow (0.7 ms for the Nature CNN's 1.7M weights, against
+        # 2.3 ms through Keras' get_weights/set_weights and NumPy): a snapshot is immutable, since an update
+        # writing a variable whose value is still referenced copies it first.
+        self._snapshot = tf.function(lambda: [tf.identity(variable) for variable in online.variables])
+        self._load = tf.function(lambda weights: [variable.assign(value) for variable, value
+                                                  in zip(acting_network.variables, weights)])
         # (iteration after which they were published, weights) in publishing order; the acting thread drops
         # those it can no longer need.
-        self._published = collections.deque([(0, online.get_weights())])
+        self._published = collections.deque([(0, self._snapshot())])
         self._published_at_updates = updates
         self._applied_tag = None
         self._thread = threading.Thread(target=self._act_ahead, name="acting", daemon=True)
@@ -94,7 +100,7 @@ class ActingPipeline:
                 raise RuntimeError(f"iteration {self._consumed + 1} is beyond what acting may do ({self._allowed})")
             while not self._queue and self._error is None:
                 self._condition.wait()
-            if self._error is not None:
+            if not self._queue:  # the steps made before a failure are taken first
                 raise PipelineError(f"acting failed: {self._error}") from self._error
             return self._queue.popleft()
 
@@ -103,7 +109,7 @@ class ActingPipeline:
         New weights are copied out first, so acting sees them from exactly the iteration their rule names."""
         snapshot = None
         if updates - self._published_at_updates >= self.sync_updates:
-            snapshot = self.online.get_weights()  # copies: the learner goes on writing its own
+            snapshot = self._snapshot()
             self._published_at_updates = updates
         with self._condition:
             self._consumed += 1
@@ -136,7 +142,7 @@ class ActingPipeline:
                         return
                     tag, weights = self._weights_for(iteration)
                 if tag != self._applied_tag:
-                    self.acting_network.set_weights(weights)
+                    self._load(weights)
                     self._applied_tag = tag
                 env_steps = self.start_env_steps + (iteration - 1) * self.env_steps_per_iteration
                 experience = self.acting.act(env_steps, copy=True)

@@ -10,7 +10,6 @@ broadcasts the initial state and alone writes checkpoints, metrics and TensorBoa
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 from typing import Optional
 
@@ -24,7 +23,7 @@ from hvd_dqn.actor import EpsilonGreedyActor
 from hvd_dqn.checkpointing import CheckpointError, Checkpointing  # noqa: F401 (CheckpointError: for callers)
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.elastic import run_elastic
-from hvd_dqn.envs import env_seeds, frames_per_step, make_env_for, spec_of, steps_in_background
+from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_in_background
 from hvd_dqn.evaluation import run_episodes
 from hvd_dqn.learner import DQNLearner, current_learning_rate, make_optimizer, rescale_learning_rate
 from hvd_dqn.learning import LearningSide, make_replay_memory
@@ -40,8 +39,11 @@ class Trainer:
 
     def __init__(self, config: TrainConfig):
         self.config = config
-        # Horovod: one process per rank, its threads (and GPU, if any) set before TensorFlow runs an op.
-        self.world = distributed.init_horovod(config.intra_op_threads, config.inter_op_threads,
+        # Horovod: one process per rank, its threads (and GPU, if any) set before TensorFlow runs an op. The
+        # pipeline's acting thread runs its inference beside the learner's ops: it needs an inter-op thread of
+        # its own, or TensorFlow runs the two one after the other (measured: inference fell from 378 to 40 per
+        # second beside a Nature-CNN update with one inter-op thread, and ran at 337 with two).
+        self.world = distributed.init_horovod(config.intra_op_threads, config.inter_op_threads + int(config.pipeline),
                                               config.deterministic_ops)
         # An object-store --logdir (s3://, gs://): every rank writes into a local mirror, which uploads.
         self.store = storage.LogdirMirror(config.logdir, self.world.rank) if storage.is_remote(config.logdir) \
@@ -83,6 +85,7 @@ class Trainer:
         self._take_place_in_world()
 
         self.counters = Counters()
+        self.last_log_env_steps = None
         self.last_checkpoint_env_steps = None
         self.pipeline: Optional[ActingPipeline] = None  # while train() runs with --pipeline
         self.unpaid_env_steps = None  # overlap: the job's env steps at a stored step whose updates are unmade
@@ -371,8 +374,9 @@ class Trainer:
         if self.writer is None:
             return
         self.writer.write_episodes(episode_rows)
+        # The epsilon the latest step explored with (Ape-X: the mean of the fixed per-env values).
         epsilon = self.mean_env_epsilon if self.acting.env_epsilons is not None \
-            else self.acting.epsilon_schedule(self.counters.env_steps)
+            else self.acting.epsilon_schedule(max(0, self.counters.env_steps - self.env_steps_per_iteration))
         row = dict(window, env_steps=self.counters.env_steps, updates=self.counters.updates,
                    episodes=self.counters.episodes, epsilon=epsilon,
                    learning_rate=current_learning_rate(self.learner.optimizer))

@@ -26,6 +26,10 @@ _NAME = re.compile(r"^ckpt-(\d{12})$")
 COMPLETE_MARKER = "COMPLETE"
 
 
+class CheckpointError(Exception):
+    """A checkpoint could not be written; the job stops with this message on rank 0."""
+
+
 def checkpoint_root(logdir: str) -> str:
     return os.path.join(logdir, "checkpoints")
 

@@ -18,6 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 from hvd_dqn import checkpoint, distributed, storage
+from hvd_dqn.checkpoint import CheckpointError
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.learning import LearningSide
 from hvd_dqn.progress import Counters
@@ -25,10 +26,6 @@ from hvd_dqn.progress import Counters
 # Settings that decide the shapes of what a checkpoint holds; a resumed run must agree on them.
 _CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space", "dueling", "mixed_precision",
                                 "network", "conv_padding", "optimizer")
-
-
-class CheckpointError(Exception):
-    """A checkpoint could not be written; the job stops with this message on rank 0."""
 
 
 class Checkpointing:

@@ -25,6 +25,7 @@ import sys
 from absl import app, flags, logging
 
 from hvd_dqn import cli, storage
+from hvd_dqn.checkpoint import CheckpointError
 from hvd_dqn.config import ConfigError, TrainConfig, validate
 from hvd_dqn.flags import config_from_flags, define_flags
 
@@ -54,7 +55,7 @@ def train_on_worker(config: TrainConfig) -> dict:
     {"counters": ...} or {"error": one line}, so the driver reports a training error without a traceback."""
     from hvd_dqn import distributed
     # In the worker only: the driver checks flags and starts Ray without TensorFlow's seconds-long import.
-    from hvd_dqn.trainer import CheckpointError, Trainer
+    from hvd_dqn.trainer import Trainer
 
     rank = distributed.launcher_rank()
     logging.set_verbosity(logging.INFO if rank == 0 else logging.WARNING)  # rank 0 alone reports progress

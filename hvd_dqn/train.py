@@ -15,6 +15,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 from absl import app, flags, logging
 
 from hvd_dqn import distributed
+from hvd_dqn.checkpoint import CheckpointError
 from hvd_dqn.config import ConfigError
 from hvd_dqn.flags import config_from_flags, define_flags
 
@@ -52,7 +53,7 @@ def main(argv) -> None:
         fail(str(error))
     # Imported once the flags are checked: TensorFlow's import takes seconds, and a bad flag is answered
     # without it.
-    from hvd_dqn.trainer import CheckpointError, Trainer
+    from hvd_dqn.trainer import Trainer
 
     try:
         Trainer(config).run()

@@ -20,7 +20,7 @@ from absl import logging
 from hvd_dqn import distributed, storage
 from hvd_dqn.acting import ActingSide, Experience
 from hvd_dqn.actor import EpsilonGreedyActor
-from hvd_dqn.checkpointing import CheckpointError, Checkpointing  # noqa: F401 (CheckpointError: for callers)
+from hvd_dqn.checkpointing import Checkpointing
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.elastic import run_elastic
 from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_in_background

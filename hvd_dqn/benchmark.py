@@ -13,7 +13,7 @@ round, so both see the same machine load; ratios between them are what the targe
   number of random rows or frames from an array of the same size, with no boundary handling
 - replay_bytes_per_transition
 - train_steps_per_s: the trainer's own iteration (acting, storing and the updates they pay for, at the preset's
-  replay ratio) with acting ahead of learning on its own thread (--pipeline, the default), against
+  replay ratio) with acting ahead of learning on its own thread (--pipeline=on), against
   train_steps_per_s_overlap (the emulators stepping while the previous step's updates are made) and
   train_steps_per_s_no_overlap (in order); the trainers' memories are filled to the preset's capacity first.
   overlap_efficiency: train_steps_per_s over the slower of the two stages alone, min(actor_steps_per_s,
@@ -375,9 +375,9 @@ def _training_part(config, seconds: float, rounds: int, report: str) -> None:
 
 
 TRAINING_MODES = {  # name: (--pipeline, --overlap_acting)
-    "pipeline": (True, False),  # acting ahead on its own thread (hvd_dqn.pipeline), the default
-    "overlap": (False, True),  # the emulators' own threads step while the previous step's updates are made
-    "in_order": (False, False),
+    "pipeline": ("on", False),  # acting ahead on its own thread (hvd_dqn.pipeline): Atari's default
+    "overlap": ("off", True),  # the emulators' own threads step while the previous step's updates are made
+    "in_order": ("off", False),
 }
 
 
@@ -401,7 +401,7 @@ def _training_rates(config, spec, rng: np.random.Generator, seconds: float, roun
             trainer.learning.close()
 
 
-def _full_trainer(config, spec, rng: np.random.Generator, pipeline: bool, overlap: bool):
+def _full_trainer(config, spec, rng: np.random.Generator, pipeline: str, overlap: bool):
     """A Trainer of `config` with its memory full, ready to step: no evaluation, logging or checkpoints,
     exploration at its final epsilon, the update and inference traced."""
     import tempfile
@@ -410,7 +410,7 @@ def _full_trainer(config, spec, rng: np.random.Generator, pipeline: bool, overla
 
     trainer = Trainer(dataclasses.replace(
         config, pipeline=pipeline, overlap_acting=overlap, env_threads=1, intra_op_threads=1,
-        inter_op_threads=2 - int(pipeline),  # two in all: the trainer adds one for the pipeline
+        inter_op_threads=2 - int(pipeline == "on"),  # two in all: the trainer adds one for the pipeline
         eval_interval_env_steps=0, log_interval_env_steps=0, checkpoint_interval_env_steps=0,
         total_env_steps=2**62, epsilon_start=config.epsilon_end,
         logdir=tempfile.mkdtemp(prefix="hvd_dqn_benchmark_")))

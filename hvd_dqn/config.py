@@ -25,6 +25,7 @@ CONV_PADDINGS = ("valid", "same")  # the Nature CNN's convolutions: Mnih et al.'
 OPTIMIZERS = ("adam", "rmsprop")  # hvd_dqn.learner.make_optimizer
 RANK_SCALINGS = ("batch", "updates")  # how the work of an update is shared when ranks are added
 LR_SCALE_RULES = ("linear", "sqrt")  # --scale_lr_by_workers: the rate times N, or times sqrt(N)
+PIPELINE_MODES = ("auto", "on", "off")  # auto: on where the emulators step outside Python's lock (Atari)
 
 
 class ConfigError(ValueError):
@@ -130,7 +131,8 @@ class TrainConfig:
     # Acting runs ahead of learning on a thread of its own (hvd_dqn.pipeline), by at most pipeline_lead_env_steps
     # (the job's env steps; -1: enough to act on through two updates), with the learner's weights copied to it
     # after every pipeline_sync_updates updates. Same replay ratio and memory as in order; reproducible.
-    pipeline: bool = True
+    # "auto": on for emulators that step outside Python's interpreter lock (Atari); Python envs step in order.
+    pipeline: str = "auto"
     pipeline_lead_env_steps: int = -1
     pipeline_sync_updates: int = 4
     overlap_acting: bool = True  # without the pipeline, Atari: the emulators step while the learner updates
@@ -200,7 +202,8 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
         value = getattr(config, name)
         _require(value > 0.0, name, value, "must be a number > 0")
     choices = (("network", NETWORKS), ("conv_padding", CONV_PADDINGS), ("optimizer", OPTIMIZERS),
-               ("rank_scaling", RANK_SCALINGS), ("lr_scale_rule", LR_SCALE_RULES), ("loss", LOSSES))
+               ("rank_scaling", RANK_SCALINGS), ("lr_scale_rule", LR_SCALE_RULES), ("loss", LOSSES),
+               ("pipeline", PIPELINE_MODES))
     for name, allowed in choices:
         value = getattr(config, name)
         _require(value in allowed, name, value, f"must be one of {', '.join(allowed)}")

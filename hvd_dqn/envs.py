@@ -173,6 +173,12 @@ def make_vector_env(env_id: str, num_envs: int, atari: AtariSettings = AtariSett
     return env
 
 
+def steps_outside_python(env_id: str) -> bool:
+    """Whether the env's emulators step without holding Python's interpreter lock (ale-py's C++ vector env),
+    so that another Python thread can act while the learner's thread works (`--pipeline=auto`)."""
+    return atari_game(env_id) is not None
+
+
 def steps_in_background(env) -> bool:
     """Whether `env` can step while the caller does other work (`send` now, `recv` later): ale-py's
     AtariVectorEnv can. gymnasium's classic-control envs step in microseconds in the calling thread, where

@@ -123,16 +123,19 @@ _HELP = {
                "worker that joins receives the weights and fills its own replay memory.",
     "elastic_commit_env_steps": "With --elastic: env steps (summed over ranks) between two commits of the "
                                 "training state in memory, the point a lost worker rolls the others back to.",
-    "pipeline": "Acting (inference on a copy of the Q-network, the emulators, epsilon-greedy) runs ahead of "
+    "pipeline": "on: acting (inference on a copy of the Q-network, the emulators, epsilon-greedy) runs ahead of "
                 "learning on a thread of its own, handing its steps to the learner through a bounded queue. "
                 "The replay ratio, the memory and every minibatch are those of acting in order; actions come "
-                "from weights a few updates older. Runs repeat exactly for a given seed.",
-    "pipeline_lead_env_steps": "With --pipeline: how far acting may run ahead of learning, in env steps of the "
+                "from weights a few updates older. Runs repeat exactly for a given seed. off: acting in order "
+                "(or --overlap_acting). auto: on for Atari, whose emulators step outside Python's interpreter "
+                "lock; classic-control and MinAtar envs step in Python, where a thread of their own measured "
+                "no gain.",
+    "pipeline_lead_env_steps": "With the pipeline on: how far acting may run ahead of learning, in env steps of the "
                                "job (rounded down to whole steps of every env); 0 acts in order with learning. "
                                "-1: enough to act on through two updates.",
-    "pipeline_sync_updates": "With --pipeline: the learner's weights are copied to the acting thread after every "
+    "pipeline_sync_updates": "With the pipeline on: the learner's weights are copied to the acting thread after every "
                              "this many updates (at fixed points, so runs repeat).",
-    "overlap_acting": "Without --pipeline, Atari: the emulators run each step on their own threads while the "
+    "overlap_acting": "With --pipeline=off, Atari: the emulators run each step on their own threads while the "
                       "learner makes the updates the previous step paid for, instead of one after the other. "
                       "Updates, their minibatches and the replay ratio are the same either way; actions come "
                       "from weights one step older. Classic-control envs step in order (they take microseconds).",
@@ -145,7 +148,7 @@ _HELP = {
     "mixed_precision": "Keras mixed_float16: the networks compute in float16 (weights and Q-values stay float32) "
                        "with dynamic loss scaling; for GPUs with tensor cores (on CPUs it is slow).",
     "intra_op_threads": "TensorFlow threads inside one op; 0: this host's cores divided by the ranks on it.",
-    "inter_op_threads": "TensorFlow ops run in parallel (--pipeline adds one, for the acting thread's inference).",
+    "inter_op_threads": "TensorFlow ops run in parallel (a pipeline adds one, for its acting thread's inference).",
     "deterministic_ops": "Make TensorFlow ops deterministic (repeatable runs at some cost in speed).",
 }
 

@@ -3,10 +3,11 @@
 Every rank owns an acting side (its envs and the epsilon-greedy policy, `hvd_dqn.acting`), a learning side
 (its replay memory and the updates its env steps pay for, `hvd_dqn.learning`) and a replica of the Q-network.
 Each iteration every env of every rank steps once, the steps are stored and the updates they bought are
-made, in which Horovod averages the gradients of all ranks' minibatches. Acting runs either in order with
-learning, or ahead of it on a thread of its own (`--pipeline`, `hvd_dqn.pipeline`), or (`--overlap_acting`,
-Atari) with the emulators stepping on their own threads while the previous step's updates are made. Rank 0
-broadcasts the initial state and alone writes checkpoints, metrics and TensorBoard events.
+made, in which Horovod averages the gradients of all ranks' minibatches. Acting runs in order with learning,
+or ahead of it on a thread of its own (`--pipeline`, on by default for Atari; `hvd_dqn.pipeline`), or
+(`--overlap_acting`, Atari) with the emulators stepping on their own threads while the previous step's
+updates are made. Rank 0 broadcasts the initial state and alone writes checkpoints, metrics and TensorBoard
+events.
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from hvd_dqn.actor import EpsilonGreedyActor
 from hvd_dqn.checkpointing import Checkpointing
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.elastic import run_elastic
-from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_in_background
+from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_in_background, steps_outside_python
 from hvd_dqn.evaluation import run_episodes
 from hvd_dqn.learner import DQNLearner, current_learning_rate, make_optimizer, rescale_learning_rate
 from hvd_dqn.learning import LearningSide, make_replay_memory
@@ -39,11 +40,12 @@ class Trainer:
 
     def __init__(self, config: TrainConfig):
         self.config = config
+        self.use_pipeline = config.pipeline == "on" or (config.pipeline == "auto" and steps_outside_python(config.env_id))
         # Horovod: one process per rank, its threads (and GPU, if any) set before TensorFlow runs an op. The
         # pipeline's acting thread runs its inference beside the learner's ops: it needs an inter-op thread of
         # its own, or TensorFlow runs the two one after the other (measured: inference fell from 378 to 40 per
         # second beside a Nature-CNN update with one inter-op thread, and ran at 337 with two).
-        self.world = distributed.init_horovod(config.intra_op_threads, config.inter_op_threads + int(config.pipeline),
+        self.world = distributed.init_horovod(config.intra_op_threads, config.inter_op_threads + int(self.use_pipeline),
                                               config.deterministic_ops)
         # An object-store --logdir (s3://, gs://): every rank writes into a local mirror, which uploads.
         self.store = storage.LogdirMirror(config.logdir, self.world.rank) if storage.is_remote(config.logdir) \
@@ -73,7 +75,6 @@ class Trainer:
                                      sample_rng, num_envs, self.rank_metrics)
         # The pipeline's acting thread gets a Q-network of its own, which the learner's weights reach at fixed
         # points; acting in order uses the online network itself.
-        self.use_pipeline = config.pipeline
         acting_network = q_network_for(config, spec, "acting") if self.use_pipeline else online
         self.acting = ActingSide(env, EpsilonGreedyActor(acting_network, spec.num_actions, self.rng),
                                  LinearSchedule(config.epsilon_start, config.epsilon_end,

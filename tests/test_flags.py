@@ -28,6 +28,7 @@ def _error_line(result):
     (["--flagfile=/nonexistent/x.flags"], "hvd_dqn.train: error: Unable to open flagfile"),
     (["--pipeline_lead_env_steps=-2"], "hvd_dqn.train: error: --pipeline_lead_env_steps=-2: must be an integer >= 0 "
                                        "(env steps of the job), or -1 for two updates' worth"),
+    (["--pipeline=yes"], "hvd_dqn.train: error: --pipeline=yes: must be one of auto, on, off"),
     (["--pipeline_sync_updates=0"], "hvd_dqn.train: error: --pipeline_sync_updates=0: must be a positive integer"),
     (["--elastic", "--rank_scaling=updates"], "hvd_dqn.train: error: --rank_scaling=updates: splits the job's "
                                               "--num_envs, --replay_capacity and --batch_size over a fixed number"),

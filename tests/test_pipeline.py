@@ -33,9 +33,9 @@ CARTPOLE = ("cartpole.flags", "--epsilon_decay_env_steps=2000", "--learning_star
 
 
 def test_with_no_lead_the_pipeline_is_the_in_order_loop(tmp_path):
-    pipeline = _train(tmp_path / "pipeline", *CARTPOLE, "--pipeline", "--pipeline_lead_env_steps=0",
+    pipeline = _train(tmp_path / "pipeline", *CARTPOLE, "--pipeline=on", "--pipeline_lead_env_steps=0",
                       "--pipeline_sync_updates=1")
-    in_order = _train(tmp_path / "in_order", *CARTPOLE, "--nopipeline")
+    in_order = _train(tmp_path / "in_order", *CARTPOLE, "--pipeline=off")
     assert [saved["env_steps"] for saved in pipeline] == [1600, 3200]
     assert pipeline[-1]["updates"] > 1000  # 4 updates per iteration of 8 envs once 500 transitions are stored
     _same_run(pipeline, in_order)
@@ -44,11 +44,11 @@ def test_with_no_lead_the_pipeline_is_the_in_order_loop(tmp_path):
 def test_pipeline_runs_with_a_lead_repeat_bit_for_bit(tmp_path):
     # One update per 16 env steps of 8 envs: acting may run 4 iterations (32 env steps) ahead by default, and
     # weights reach it every 4 updates.
-    flags = (*CARTPOLE, "--pipeline", "--train_frequency=16", "--batch_size=32")
+    flags = (*CARTPOLE, "--pipeline=on", "--train_frequency=16", "--batch_size=32")
     first = _train(tmp_path / "first", *flags)
     second = _train(tmp_path / "second", *flags)
     _same_run(first, second)
-    in_order = _train(tmp_path / "in_order", *CARTPOLE, "--nopipeline", "--train_frequency=16", "--batch_size=32")
+    in_order = _train(tmp_path / "in_order", *CARTPOLE, "--pipeline=off", "--train_frequency=16", "--batch_size=32")
     assert first[-1]["updates"] == in_order[-1]["updates"]  # the same replay ratio
     assert first[-1]["rank_states"] != in_order[-1]["rank_states"]  # but actions from older weights
 
@@ -57,22 +57,29 @@ def test_with_a_lead_of_one_step_the_pipeline_is_the_emulators_overlap(tmp_path)
     # Atari, where --overlap_acting steps the emulators on their own threads while the last step's updates are
     # made: the pipeline with one iteration's lead and a copy after every update acts with the same weights.
     flags = ("atari_smoke.flags", "--noapex_exploration", "--epsilon_decay_env_steps=800")
-    pipeline = _train(tmp_path / "pipeline", *flags, "--pipeline", "--pipeline_lead_env_steps=4",
+    pipeline = _train(tmp_path / "pipeline", *flags, "--pipeline=on", "--pipeline_lead_env_steps=4",
                       "--pipeline_sync_updates=1", total=1600, interval=800)
-    overlap = _train(tmp_path / "overlap", *flags, "--nopipeline", "--overlap_acting", total=1600, interval=800)
+    overlap = _train(tmp_path / "overlap", *flags, "--pipeline=off", "--overlap_acting", total=1600, interval=800)
     _same_run(pipeline, overlap)
 
 
 def test_two_ranks_keep_identical_replicas_and_stop_together(tmp_path):
     logdir = tmp_path / "np2"
     horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-                   f"--logdir={logdir}", "--pipeline", "--train_frequency=16", "--batch_size=32",
+                   f"--logdir={logdir}", "--pipeline=on", "--train_frequency=16", "--batch_size=32",
                    "--total_env_steps=3000", "--checkpoint_interval_env_steps=1000", "--eval_interval_env_steps=1000",
                    "--eval_episodes=2", "--stop_at_train_return=inf"], timeout=600)
     saved = [checkpoint.read_counters(path) for path in checkpoint.complete_checkpoints(str(logdir))]
     assert [counters["env_steps"] for counters in saved] == [1000, 2000, 3000]
     for counters in saved:
         assert len(set(counters["replica_weight_digests"])) == 1
+
+
+def test_auto_pipelines_the_emulators_that_step_outside_python_only():
+    from hvd_dqn.envs import steps_outside_python
+
+    assert steps_outside_python("ALE/Pong-v5") and steps_outside_python("breakout")
+    assert not steps_outside_python("CartPole-v1") and not steps_outside_python("MinAtar/Breakout-v0")
 
 
 class _FailingEnv:

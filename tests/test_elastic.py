@@ -107,12 +107,14 @@ def _finish(job, output, timeout=300):
     return text
 
 
-@pytest.mark.parametrize("killed_rank", [1, 0], ids=["rank1", "rank0"])
-def test_training_survives_a_worker_killed_mid_run(tmp_path, killed_rank):
+@pytest.mark.parametrize("killed_rank, acting", [(1, []), (0, []), (1, ["--pipeline=on"])],
+                         ids=["rank1", "rank0", "rank1-pipeline"])
+def test_training_survives_a_worker_killed_mid_run(tmp_path, killed_rank, acting):
     """SIGKILL of a worker in the middle of training, rank 0 (the writer) included: the survivor rolls back to the
-    last commit, goes on alone to the end (as rank 0, writing the checkpoints) and exits 0."""
+    last commit, goes on alone to the end (as rank 0, writing the checkpoints) and exits 0. With the pipeline, the
+    survivor's acting thread is stopped by the failure and started again after the rollback."""
     total = 16_000
-    job, output, logdir = _elastic_job(tmp_path, "localhost:1\n127.0.0.1:1\n", f"--total_env_steps={total}")
+    job, output, logdir = _elastic_job(tmp_path, "localhost:1\n127.0.0.1:1\n", f"--total_env_steps={total}", *acting)
     world = _wait_for(output, r"world: 2 ranks.*\n.*rank \d \(local rank 0, pid (\d+)\)\n.*rank \d \(local rank 0, "
                               r"pid (\d+)\)", job)
     pids = {int(rank): int(pid) for rank, pid in re.findall(r"rank (\d) \(local rank 0, pid (\d+)\)", world.group(0))}

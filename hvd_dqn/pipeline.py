@@ -42,8 +42,6 @@ class ActingPipeline:
         if lead < 0 or sync_updates < 1:
             raise ValueError(f"lead must be >= 0 and sync_updates >= 1 (got {lead}, {sync_updates})")
         self.acting = acting
-        self.online = online
-        self.acting_network = acting_network
         self.lead = lead
         self.sync_updates = sync_updates
         self.start_env_steps = start_env_steps

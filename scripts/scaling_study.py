@@ -17,7 +17,9 @@ Each finished run's evidence (episodes.csv, metrics.csv, config.json and run.jso
 is copied to OUT_runs/np<ranks>_seed<seed>/, beside the results, so anyone can recompute the study from the raw
 episodes. Runs whose evidence is already there (made with the same preset, byte for byte, and flags), or that
 finished in --workdir (a final checkpoint at the budget), are not trained again: a study can be stopped and
-continued, in another session or on another machine, from what the repository holds. Ranks beyond the cores
+continued, in another session or on another machine, from what the repository holds. A run stopped part-way (SIGTERM
+or Ctrl-C to the study, passed on to its ranks) keeps a checkpoint with its replay memories and, when the study is
+started again, continues from it exactly (--resume --checkpoint_replay); its wall time adds up its parts. Ranks beyond the cores
 oversubscribe them: env steps, not wall time, are compared.
 Writes OUT.json (one record per run plus a summary per rank count) and OUT.png.
 """
@@ -29,6 +31,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -91,22 +94,71 @@ def finished_env_steps(logdir: str):
     return checkpoint.read_counters(latest)["env_steps"] if latest else None
 
 
-def train(ranks: int, seed: int, logdir: str, args, extra):
+def holds_replay(logdir: str, ranks: int) -> bool:
+    """Whether the run's newest checkpoint holds every rank's replay memory (a study's part stopped by a signal)."""
+    from hvd_dqn import checkpoint
+
+    latest = checkpoint.latest_checkpoint(logdir)
+    return latest is not None and all(os.path.exists(checkpoint.replay_shard_path(latest, rank))
+                                      for rank in range(ranks))
+
+
+def train(ranks: int, seed: int, logdir: str, args, extra, resume: bool) -> float:
+    """Trains (or, with `resume`, continues from its newest checkpoint) one run; returns this part's wall time.
+    Every checkpoint holds the ranks' replay memories, so a run stopped by a signal continues exactly where it
+    stopped (--resume --checkpoint_replay): a run longer than a session is not thrown away."""
     command = [os.path.join(REPO, ".venv", "bin", "horovodrun"), "-np", str(ranks), "--gloo",
                os.path.join(REPO, ".venv", "bin", "python"), "-m", "hvd_dqn.train", f"--flagfile={args.flagfile}",
                f"--seed={seed}", f"--logdir={logdir}", f"--total_env_steps={args.budget_env_steps}",
-               "--eval_interval_env_steps=0", "--stop_at_train_return=inf",
-               f"--checkpoint_interval_env_steps={args.budget_env_steps}", *extra]
+               "--eval_interval_env_steps=0", "--stop_at_train_return=inf", "--checkpoint_replay",
+               f"--checkpoint_interval_env_steps={args.budget_env_steps}", *extra, *(["--resume"] if resume else [])]
     os.makedirs(os.path.dirname(logdir), exist_ok=True)
     start = time.time()
-    with open(logdir + ".log", "w") as log:
-        status = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO).returncode
+    with open(logdir + ".log", "a" if resume else "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        with forward_stop_signals(process) as stop:
+            status = process.wait()
+    if stop.received:
+        raise StudyError(f"stopped by {stop.received} at {finished_env_steps(logdir) or 0:,} env steps of ranks "
+                         f"{ranks}, seed {seed}; run the same command again to continue it from its checkpoint "
+                         f"(see {logdir}.log)")
     if status != 0:
         raise StudyError(f"ranks {ranks}, seed {seed}: hvd_dqn.train exited with status {status}; see {logdir}.log")
-    wall = time.time() - start
-    with open(logdir + ".wall_s", "w") as handle:  # kept beside the log, so a continued study still reports it
-        handle.write(f"{wall:.1f}\n")
-    return wall
+    return time.time() - start
+
+
+class forward_stop_signals(contextlib.AbstractContextManager):
+    """While a run trains, SIGTERM or SIGINT to the study is passed to the run's ranks themselves, which agree to
+    stop after the same iteration and write a checkpoint. horovodrun is not asked: it would give its ranks a few
+    seconds and then kill them, perhaps in the middle of the checkpoint."""
+
+    def __init__(self, process: subprocess.Popen):
+        self.process, self.received, self.previous = process, None, {}
+
+    def __enter__(self):
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            self.previous[signum] = signal.signal(signum, self._forward)
+        return self
+
+    def __exit__(self, *exc_info):
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+        return False
+
+    def _forward(self, signum, frame):
+        import psutil  # horovodrun's own dependency
+
+        self.received = signal.Signals(signum).name
+        try:
+            ranks = [child for child in psutil.Process(self.process.pid).children(recursive=True)
+                     if "hvd_dqn.train" in child.cmdline() and "horovodrun" not in " ".join(child.cmdline())]
+        except psutil.Error:
+            ranks = []
+        for rank in ranks:
+            with contextlib.suppress(psutil.Error):
+                rank.send_signal(signal.SIGTERM)
+        if not ranks:  # still starting up: nothing to checkpoint yet
+            self.process.terminate()
 
 
 @contextlib.contextmanager
@@ -126,12 +178,43 @@ def run_lock(logdir: str):
 
 
 def recorded_wall(logdir: str):
-    """The wall time a finished run took when the study trained it, or None if it was not recorded."""
+    """The wall time the study spent training the run so far (over all its parts), or None if not recorded."""
     try:
         with open(logdir + ".wall_s") as handle:
             return float(handle.read())
     except (OSError, ValueError):
         return None
+
+
+def recorded_parts(logdir: str) -> int:
+    """How many times the study started the run (1 + how often it continued from a stopped part)."""
+    try:
+        with open(logdir + ".parts") as handle:
+            return int(handle.read())
+    except (OSError, ValueError):
+        return 1
+
+
+def train_or_continue(ranks: int, seed: int, logdir: str, done, wall, args, extra) -> float:
+    """Trains the run to the budget: continues it if it has a checkpoint (`done` env steps), else starts it
+    afresh. Returns the wall time of all its parts; keeps the running total beside the log after each part."""
+    resume = done is not None and holds_replay(logdir, ranks)
+    if not resume:  # no checkpoint, or one without the replay memories: it could not continue exactly
+        shutil.rmtree(logdir, ignore_errors=True)
+        wall = 0.0
+    print(f"[{PROGRAM}] {f'continuing from {done:,} env steps' if resume else 'training'}: ranks {ranks}, "
+          f"seed {seed} -> {logdir}", flush=True)
+    parts = recorded_parts(logdir) + 1 if resume else 1
+    with open(logdir + ".parts", "w") as handle:
+        handle.write(f"{parts}\n")
+    start = time.time()
+    try:
+        train(ranks, seed, logdir, args, extra, resume)
+    finally:  # a stopped part's time counts too
+        wall = (wall or 0.0) + time.time() - start
+        with open(logdir + ".wall_s", "w") as handle:
+            handle.write(f"{wall:.1f}\n")
+    return wall
 
 
 EVIDENCE_FILES = ("episodes.csv", "metrics.csv", "config.json")
@@ -275,17 +358,15 @@ def main(argv=None) -> int:
                         wall = recorded_wall(logdir)
                         done = finished_env_steps(logdir)
                         if done is None or done < args.budget_env_steps:
-                            if os.path.exists(logdir):
-                                shutil.rmtree(logdir)  # an unfinished run starts again from scratch
-                            print(f"[{PROGRAM}] training: ranks {ranks}, seed {seed} -> {logdir}", flush=True)
-                            wall = train(ranks, seed, logdir, args, extra)
-                        kept = dict(provenance, wall_s=None if wall is None else round(wall, 1))
+                            wall = train_or_continue(ranks, seed, logdir, done, wall, args, extra)
+                        kept = dict(provenance, wall_s=None if wall is None else round(wall, 1),
+                                    parts=recorded_parts(logdir))
                         keep_evidence(logdir, evidence, kept)
                 task, episodes = read_run(evidence)
                 record = dict(ranks=ranks, seed=seed, env_steps_to_target=env_steps_to_target(episodes, args.target,
                                                                                                args.window),
                               final_return=final_return(episodes, args.window), episodes=len(episodes),
-                              wall_s=kept.get("wall_s"), evidence=os.path.relpath(evidence, out_folder))
+                              wall_s=kept.get("wall_s"), parts=kept.get("parts", 1), evidence=os.path.relpath(evidence, out_folder))
                 records.append(record)
                 print(f"[{PROGRAM}] ranks {ranks} seed {seed}: env steps to target {record['env_steps_to_target']}, "
                       f"final return {record['final_return']:.1f}", flush=True)

@@ -139,3 +139,42 @@ def test_a_run_another_study_is_training_is_left_alone(tmp_path):
         f"scaling_study.py: error: {runs / 'np2_seed0'} is being trained by another process (a study on the same "
         "--workdir); wait for it to finish, or use another --workdir")
     assert (runs / "np2_seed0" / "episodes.csv").exists()
+
+
+def test_a_study_stopped_by_sigterm_continues_its_run_from_the_checkpoint(tmp_path):
+    """SIGTERM to the study reaches the run's ranks, which write a checkpoint with their replay memories; the
+    same command continues that run (--resume --checkpoint_replay) instead of training it again, keeps the
+    episodes already logged, and records that the run was trained in two parts."""
+    import signal
+    import subprocess
+    import time
+
+    runs = tmp_path / "runs"
+    command = [PYTHON, str(REPO / "scripts" / "scaling_study.py"), f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+               "--ranks=2", "--seeds=0", "--target=30", "--window=10", "--budget_env_steps=20000",
+               f"--workdir={runs}", f"--out={tmp_path / 'cartpole'}", "--", "--learning_starts=500",
+               "--log_interval_env_steps=1000"]
+    study = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    log = runs / "np2_seed0.log"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (log.exists() and "env steps 2,000/" in log.read_text()):
+        time.sleep(1)
+    study.send_signal(signal.SIGTERM)
+    out, err = study.communicate(timeout=300)
+    checkpoint = sorted((runs / "np2_seed0" / "checkpoints").glob("ckpt-*"))[-1]
+    stopped_at = int(checkpoint.name.split("-")[1])
+    assert study.returncode == 2 and err.strip() == (
+        f"scaling_study.py: error: stopped by SIGTERM at {stopped_at:,} env steps of ranks 2, seed 0; run the same "
+        f"command again to continue it from its checkpoint (see {runs / 'np2_seed0'}.log)")
+    assert 2000 <= stopped_at < 20000
+    assert {path.name for path in checkpoint.iterdir()} >= {"replay-rank00000.npz", "replay-rank00001.npz"}
+    first_part = (runs / "np2_seed0" / "episodes.csv").read_text()
+    again = run(command, timeout=600)
+    assert f"continuing from {stopped_at:,} env steps: ranks 2, seed 0" in again.stdout
+    assert "training:" not in again.stdout
+    assert "replay memories restored" in log.read_text()
+    [record] = json.loads((tmp_path / "cartpole.json").read_text())["runs"]
+    assert record["parts"] == 2 and record["wall_s"] > 0
+    episodes = (tmp_path / record["evidence"] / "episodes.csv").read_text()
+    assert episodes.startswith(first_part) and len(episodes) > len(first_part)
+    assert _study_module().finished_env_steps(str(runs / "np2_seed0")) == 20000

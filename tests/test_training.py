@@ -118,19 +118,15 @@ def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
     assert not np.array_equal(online_weights(halfway), online_weights(final_path))
 
 
-@pytest.mark.parametrize("ranks, variant", [
-    (2, []),
-    # Prioritised replay (issue 4's learning check) on top of the preset's double DQN and 3-step returns, at
-    # one rank so that CI's time budget holds both rank counts: measured here with the preset's 8 envs, solved
-    # at 65,000 env steps in about 2.5 minutes (the plain preset at one rank: 75-80k).
-    (1, ["--prioritized_replay"]),
-], ids=["np2", "np1-prioritized"])
-def test_cartpole_preset_is_solved_within_100k_env_steps(tmp_path, ranks, variant):
+@pytest.mark.parametrize("ranks", [2, 1], ids=["np2", "np1"])
+def test_cartpole_preset_is_solved_within_100k_env_steps(tmp_path, ranks):
     """Solved as gymnasium defines it for CartPole-v1: the last 100 training episodes, as played over all
-    ranks (with the run's own exploration), average at least 475; the preset stops there."""
+    ranks (with the run's own exploration), average at least 475; the preset stops there. The preset
+    (prioritised replay, double DQN, 3-step returns) at its default seed: the scaling study's runs of that seed
+    solved at 66,008 env steps (1 rank, about 3.5 minutes) and 53,432 (2 ranks), results/scaling/cartpole_per.json."""
     logdir = tmp_path / "run"
     horovodrun(ranks, [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-                       f"--logdir={logdir}"] + variant, timeout=1500)
+                       f"--logdir={logdir}"], timeout=1500)
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
     assert final["env_steps"] <= 100_000
     with open(logdir / "episodes.csv") as handle:

@@ -13,7 +13,7 @@ The return at the budget is the mean of the last --window training episodes of t
 training and the preset's --stop_at_train_return are switched off, so no run stops early and every run is
 measured at the same budget.
 
-Each finished run's evidence (episodes.csv, metrics.csv, config.json and run.json with its flags and wall time)
+Each finished run's evidence (episodes.csv, metrics.csv, config.json and run.json with its flags, wall time and the commit each part was trained with)
 is copied to OUT_runs/np<ranks>_seed<seed>/, beside the results, so anyone can recompute the study from the raw
 episodes. Runs whose evidence is already there (made with the same preset, byte for byte, and flags), or that
 finished in --workdir (a final checkpoint at the budget), are not trained again: a study can be stopped and
@@ -186,6 +186,24 @@ def recorded_wall(logdir: str):
         return None
 
 
+def code_version() -> str:
+    """The repository's commit, with "+changes" if files under version control differ from it."""
+    def git(*arguments):
+        return subprocess.run(["git", *arguments], cwd=REPO, capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
+    return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+
+
+def recorded_commits(logdir: str):
+    """The commits the run's parts were trained with, or None if not recorded."""
+    try:
+        with open(logdir + ".commit") as handle:
+            return [line.strip() for line in handle if line.strip()] or None
+    except OSError:
+        return None
+
+
 def recorded_parts(logdir: str) -> int:
     """How many times the study started the run (1 + how often it continued from a stopped part)."""
     try:
@@ -207,6 +225,8 @@ def train_or_continue(ranks: int, seed: int, logdir: str, done, wall, args, extr
     parts = recorded_parts(logdir) + 1 if resume else 1
     with open(logdir + ".parts", "w") as handle:
         handle.write(f"{parts}\n")
+    with open(logdir + ".commit", "a" if resume else "w") as handle:  # the code of each part
+        handle.write(f"{code_version()}\n")
     start = time.time()
     try:
         train(ranks, seed, logdir, args, extra, resume)
@@ -360,7 +380,7 @@ def main(argv=None) -> int:
                         if done is None or done < args.budget_env_steps:
                             wall = train_or_continue(ranks, seed, logdir, done, wall, args, extra)
                         kept = dict(provenance, wall_s=None if wall is None else round(wall, 1),
-                                    parts=recorded_parts(logdir))
+                                    parts=recorded_parts(logdir), commits=recorded_commits(logdir))
                         keep_evidence(logdir, evidence, kept)
                 task, episodes = read_run(evidence)
                 record = dict(ranks=ranks, seed=seed, env_steps_to_target=env_steps_to_target(episodes, args.target,

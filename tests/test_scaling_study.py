@@ -175,6 +175,9 @@ def test_a_study_stopped_by_sigterm_continues_its_run_from_the_checkpoint(tmp_pa
     assert "replay memories restored" in log.read_text()
     [record] = json.loads((tmp_path / "cartpole.json").read_text())["runs"]
     assert record["parts"] == 2 and record["wall_s"] > 0
+    run_json = json.loads((tmp_path / record["evidence"] / "run.json").read_text())
+    assert len(run_json["commits"]) == 2 and all(re.fullmatch(r"[0-9a-f]{12}(\+changes)?", commit)
+                                                 for commit in run_json["commits"])
     episodes = (tmp_path / record["evidence"] / "episodes.csv").read_text()
     assert episodes.startswith(first_part) and len(episodes) > len(first_part)
     assert _study_module().finished_env_steps(str(runs / "np2_seed0")) == 8000

@@ -13,8 +13,8 @@ The return at the budget is the mean of the last --window training episodes of t
 training and the preset's --stop_at_train_return are switched off, so no run stops early and every run is
 measured at the same budget.
 
-Each finished run's evidence (episodes.csv, metrics.csv, config.json and run.json with its flags, wall time and the commit each part was trained with)
-is copied to OUT_runs/np<ranks>_seed<seed>/, beside the results, so anyone can recompute the study from the raw
+Each finished run's evidence (episodes.csv, metrics.csv, config.json and run.json with its flags, wall time and
+the commit each part was trained with) is copied to OUT_runs/np<ranks>_seed<seed>/, beside the results, so anyone can recompute the study from the raw
 episodes. Runs whose evidence is already there (made with the same preset, byte for byte, and flags), or that
 finished in --workdir (a final checkpoint at the budget), are not trained again: a study can be stopped and
 continued, in another session or on another machine, from what the repository holds. A run stopped part-way (SIGTERM

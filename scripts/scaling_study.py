@@ -14,15 +14,17 @@ training and the preset's --stop_at_train_return are switched off, so no run sto
 measured at the same budget.
 
 Each finished run's evidence (episodes.csv, metrics.csv, config.json and run.json with its flags, wall time and
-the commit each part was trained with) is copied to OUT_runs/np<ranks>_seed<seed>/, beside the results, so anyone can recompute the study from the raw
-episodes. Runs whose evidence is already there (made with the same preset, byte for byte, and flags), or that
-finished in --workdir (a final checkpoint at the budget), are not trained again: a study can be stopped and
-continued, in another session or on another machine, from what the repository holds. A run stopped part-way (SIGTERM
-or Ctrl-C to the study, passed on to its ranks) keeps a checkpoint with its replay memories and, when the study is
-started again, continues from it exactly (--resume --checkpoint_replay); its wall time adds up its parts. Ranks beyond the cores
-oversubscribe them: env steps, not wall time, are compared.
-Writes OUT.json (one record per run plus a summary per rank count) and OUT.png.
-"""
+the commit each part was trained with) is copied to OUT_runs/np<ranks>_seed<seed>/, beside the results, so anyone
+can recompute the study from the raw episodes. Runs whose evidence is already there (made with the same preset,
+byte for byte, and flags), or that finished in --workdir (a final checkpoint at the budget), are not trained
+again: a study can be stopped and continued, in another session or on another machine, from what the repository
+holds. A run stopped part-way (SIGTERM or Ctrl-C to the study, passed on to its ranks) keeps a checkpoint with its
+replay memories and, when the study is started again, continues from it (--resume --checkpoint_replay): networks,
+memories and random streams as saved, but the emulators start new episodes, so the episodes under way at the stop
+never end in episodes.csv (one CartPole run stopped at 41,952 env steps, 8 episodes under way, solved 3,944 env
+steps later than the same run unstopped). run.json counts the parts; the wall time adds them up. Ranks beyond the cores oversubscribe them: env steps, not wall time, are
+compared.
+Writes OUT.json (one record per run plus a summary per rank count) and OUT.png."""
 import argparse
 import contextlib
 import fcntl
@@ -119,9 +121,10 @@ def train(ranks: int, seed: int, logdir: str, args, extra, resume: bool) -> floa
         with forward_stop_signals(process) as stop:
             status = process.wait()
     if stop.received:
-        raise StudyError(f"stopped by {stop.received} at {finished_env_steps(logdir) or 0:,} env steps of ranks "
-                         f"{ranks}, seed {seed}; run the same command again to continue it from its checkpoint "
-                         f"(see {logdir}.log)")
+        done = finished_env_steps(logdir)
+        next_time = "continue it from its checkpoint" if done else "train it (it had no checkpoint yet)"
+        raise StudyError(f"stopped by {stop.received} at {done or 0:,} env steps of ranks {ranks}, seed {seed}; "
+                         f"run the same command again to {next_time} (see {logdir}.log)")
     if status != 0:
         raise StudyError(f"ranks {ranks}, seed {seed}: hvd_dqn.train exited with status {status}; see {logdir}.log")
     return time.time() - start

@@ -7,12 +7,12 @@ stores it and pays for it with updates. The two meet in the trainer's loop, in o
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Dict, Optional
 
 import numpy as np
 
 from hvd_dqn.actor import EpsilonGreedyActor
-from hvd_dqn.envs import env_seeds
+from hvd_dqn.envs import emulator_state, env_seeds, restore_emulator_state
 from hvd_dqn.schedules import LinearSchedule
 
 
@@ -56,6 +56,22 @@ class ActingSide:
         """New episodes in every env, seeded from the rank's seed and `stream` (the job's env steps: a
         resumed run starts its episodes from seeds of their own)."""
         self.observation, _ = self.env.reset(seed=env_seeds(seed, self.num_envs, stream=stream))
+
+    def state(self) -> Optional[Dict[str, np.ndarray]]:
+        """What lets a resumed run go on with the episodes under way: the emulators (with their random
+        generators and time-limit counts) and their current observations. None where the emulators cannot be
+        saved (Atari's C++ vector env): a resumed run then starts new episodes."""
+        emulators = emulator_state(self.env) if self.observation is not None else None
+        if emulators is None:
+            return None
+        return {"emulators": np.frombuffer(emulators, dtype=np.uint8), "observation": np.array(self.observation)}
+
+    def load_state(self, state: Dict[str, np.ndarray]) -> None:
+        """Takes back `state()`; raises ValueError if it holds other envs than this rank's."""
+        if state["observation"].shape[0] != self.num_envs:
+            raise ValueError(f"the saved observations are of {state['observation'].shape[0]} envs, not {self.num_envs}")
+        restore_emulator_state(self.env, state["emulators"].tobytes())
+        self.observation = state["observation"]
 
     def act(self, env_steps: int, copy: bool = False) -> Experience:
         """One step of every env. `copy`: the observations are copied out of the env's buffers, which an

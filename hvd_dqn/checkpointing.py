@@ -2,7 +2,7 @@
 and the collective checkpoint write. The file format itself is `hvd_dqn.checkpoint`'s.
 
 What each rank saves of its own (its RNG states, update credit and, with --checkpoint_replay, its replay
-shard) comes from its acting and learning sides; what is the job's (weights, optimizer, counters) from rank 0.
+shard, which also holds its emulators where they can be saved) comes from its acting and learning sides; what is the job's (weights, optimizer, counters) from rank 0.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import fcntl
 import os
 import shutil
 import time
-from typing import List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -70,11 +70,12 @@ class Checkpointing:
                               "a shared file system or leave out --checkpoint_replay")
 
     def restore_or_broadcast(self, world, learning: LearningSide, acting_rng: np.random.Generator
-                             ) -> Optional[Counters]:
+                             ) -> Tuple[Optional[Counters], Optional[Dict[str, np.ndarray]]]:
         """Collective. With --resume (or --auto_resume and a checkpoint to resume), rank 0 loads the newest
         checkpoint that reads back whole (skipping, with a warning naming each, any that are corrupt); then
         everything it holds is broadcast, and every rank takes back its own state. A fresh run into a logdir
-        that holds checkpoints is refused. Returns the resumed counters, or None for a fresh run."""
+        that holds checkpoints is refused. Returns the resumed counters (None for a fresh run) and this
+        rank's acting state saved with its replay shard (emulators and running episodes), if any."""
         resume_from, counters, problem = None, None, None
         if world.is_chief:
             problem = self._lock_logdir()
@@ -88,10 +89,10 @@ class Checkpointing:
         # Horovod: every rank starts from rank 0's weights, target weights and optimizer state.
         distributed.broadcast_from_chief(learning.learner.synchronized_variables)
         if counters is None:
-            return None
+            return None, None
         resumed = Counters.from_saved(counters)
-        self._restore_rank_state(world, resume_from, counters, resumed, learning, acting_rng)
-        return resumed
+        acting_state = self._restore_rank_state(world, resume_from, counters, resumed, learning, acting_rng)
+        return resumed, acting_state
 
     def complete_checkpoints(self) -> List[str]:
         """The run's complete checkpoints, oldest first: folders, or URLs in an object store."""
@@ -159,17 +160,18 @@ class Checkpointing:
                             f"{checkpoint.checkpoint_root(self.config.logdir)} loads (see the warnings above)")
 
     def _restore_rank_state(self, world, path: str, counters: dict, resumed: Counters, learning: LearningSide,
-                            acting_rng: np.random.Generator) -> None:
+                            acting_rng: np.random.Generator) -> Optional[Dict[str, np.ndarray]]:
         """Collective: each rank takes back its RNG states, its update credit and (with --checkpoint_replay)
-        its replay shard. Re-sharding rule when the rank count changed: rank r takes what rank r saved,
-        if it saved anything; other ranks start from fresh RNGs and empty memories."""
+        its replay shard, with the acting state saved in it (returned; None if there is none). Re-sharding
+        rule when the rank count changed: rank r takes what rank r saved, if it saved anything; other ranks
+        start from fresh RNGs and empty memories."""
         rank_states = counters.get("rank_states") or []
         saved = rank_states[world.rank] if world.rank < len(rank_states) else None
         if saved is not None:
             acting_rng.bit_generator.state = saved["rng"]
             if "sample_rng" in saved:  # checkpoints before the sampling stream had its own generator lack it
                 learning.sample_rng.bit_generator.state = saved["sample_rng"]
-        problem, restored = None, None
+        problem, restored, acting_state = None, None, None
         shard = checkpoint.replay_shard_path(path, world.rank)
         if self.config.checkpoint_replay and self.store:  # every rank copies its own shard, if stored
             try:
@@ -180,22 +182,24 @@ class Checkpointing:
         replay = learning.replay
         if self.config.checkpoint_replay and os.path.exists(shard) and problem is None:
             try:
-                replay.load(shard)
+                acting_state = replay.load(shard) or None
                 restored = replay.digest()  # as saved, so it can be compared with the saved digest
-                # The envs restart with new episodes (the trainer resets them): end the stored ones here.
-                replay.cut_episodes()
+                if acting_state is None:
+                    # The envs restart with new episodes (the trainer resets them): end the stored ones here.
+                    replay.cut_episodes()
                 # Env steps already stored but not yet paid for with updates; with an empty memory instead,
                 # updates restart from zero credit once it is refilled, as in a fresh run.
                 learning.update_credit = int(saved["update_credit"]) if saved is not None else 0
             except (OSError, ValueError, KeyError) as error:
                 problem = f"replay shard {shard} {error}"
-        outcomes = distributed.gather_objects((problem, restored, len(replay)), "replay_restored")
+        outcomes = distributed.gather_objects((problem, restored, len(replay), acting_state is not None),
+                                              "replay_restored")
         problem = next((outcome[0] for outcome in outcomes if outcome[0]), None)
         if problem:
             raise ConfigError(f"--resume: {problem}; resume without --checkpoint_replay or with the settings "
                               "that wrote it")
         if not world.is_chief:
-            return
+            return acting_state
         if len(rank_states) != world.size:
             logging.warning("the checkpoint was written by %d ranks, this run has %d: ranks without saved state "
                             "start with fresh RNGs and empty replay memories", len(rank_states), world.size)
@@ -210,11 +214,19 @@ class Checkpointing:
                      f"{resumed.updates:,}",
                      "" if any(digests) else f"; refilling replay memory with {self.config.learning_starts:,} "
                                              "transitions per rank before updating again")
+        if any(digests):
+            with_emulators = sum(outcome[3] for outcome in outcomes)
+            logging.info("emulator states saved with %d of %d ranks' memories: %s", with_emulators, world.size,
+                         "their episodes under way go on" if with_emulators == world.size else
+                         "ranks without them start new episodes (Atari's emulators cannot be saved)")
+        return acting_state
 
     # --- writing ------------------------------------------------------------------------------------------
-    def write(self, world, counters: Counters, learning: LearningSide, acting_rng: np.random.Generator) -> None:
+    def write(self, world, counters: Counters, learning: LearningSide, acting_rng: np.random.Generator,
+              acting_state: Optional[Dict[str, np.ndarray]] = None) -> None:
         """Collective: every rank reports its state (and, with --checkpoint_replay, writes its replay shard
-        into the staging folder); rank 0 writes the rest and completes the checkpoint. A write that fails on
+        into the staging folder, with `acting_state`: its emulators and running episodes, so that a resumed
+        run goes on with the episodes under way); rank 0 writes the rest and completes the checkpoint. A write that fails on
         any rank (a full disk) stops the job on every rank with one line naming it; the earlier checkpoints
         stay intact.
 
@@ -222,7 +234,8 @@ class Checkpointing:
         kept the replicas identical. A mismatch is logged as an error; the checkpoint holds rank 0's.
         """
         config, env_steps = self.config, counters.env_steps
-        shard_error = self._write_replay_shard(world, env_steps, learning.replay) if config.checkpoint_replay else None
+        shard_error = (self._write_replay_shard(world, env_steps, learning.replay, acting_state)
+                       if config.checkpoint_replay else None)
         rank_state = dict(weights_digest=distributed.weights_digest(learning.learner.online.variables),
                           rng=acting_rng.bit_generator.state, sample_rng=learning.sample_rng.bit_generator.state,
                           update_credit=learning.update_credit,
@@ -260,7 +273,7 @@ class Checkpointing:
         if path:
             logging.info("checkpoint written: %s", path)
 
-    def _write_replay_shard(self, world, env_steps: int, replay) -> Optional[str]:
+    def _write_replay_shard(self, world, env_steps: int, replay, acting_state) -> Optional[str]:
         """Collective: this rank's replay shard into the checkpoint's staging folder; returns the problem."""
         shard_error = None
         staging = checkpoint.staging_path(self.logdir, env_steps)
@@ -273,7 +286,7 @@ class Checkpointing:
             if self.store and not world.is_chief:  # a mirror of its own: no folder is shared
                 checkpoint.create_staging(self.logdir, env_steps)
             shard = checkpoint.replay_shard_path(staging, world.rank)
-            replay.save(shard)
+            replay.save(shard, extra=acting_state)
             if self.store and not world.is_chief:
                 self.store.upload_shard(shard, checkpoint.checkpoint_name(env_steps))
                 shutil.rmtree(staging, ignore_errors=True)

@@ -13,6 +13,7 @@ stores by mistake (see ../shared/TOOLCHAIN.md).
 from __future__ import annotations
 
 import dataclasses
+import pickle
 import re
 import warnings
 from typing import Optional, Tuple
@@ -171,6 +172,33 @@ def make_vector_env(env_id: str, num_envs: int, atari: AtariSettings = AtariSett
         env.close()
         raise ValueError(f"{env_id} has observation space {env.single_observation_space}; a Box is needed")
     return env
+
+
+def emulator_state(env) -> Optional[bytes]:
+    """Every emulator of a vector env with its random generator and time-limit count, as bytes, or None where
+    they cannot be saved. gymnasium's Python envs (classic control, MinAtar) pickle whole; with SAME_STEP
+    autoreset the vector env itself holds nothing between steps. ale-py's AtariVectorEnv keeps its emulators
+    in C++ threads, out of reach."""
+    envs = getattr(env, "envs", None)
+    if not isinstance(envs, list):
+        return None
+    try:
+        return pickle.dumps(envs, protocol=pickle.HIGHEST_PROTOCOL)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None
+
+
+def restore_emulator_state(env, state: bytes) -> None:
+    """Puts `emulator_state`'s emulators in place of `env`'s own. A pickle runs code from the file it is read
+    from: resume only checkpoints you trust (as with any pickled checkpoint). Raises ValueError if they are
+    not the envs this vector env holds."""
+    restored = pickle.loads(state)
+    if (not isinstance(restored, list) or len(restored) != len(env.envs)
+            or any(type(new.unwrapped) is not type(old.unwrapped) for new, old in zip(restored, env.envs))):
+        raise ValueError(f"the saved emulators are not this run's {len(env.envs)} envs")
+    for old in env.envs:
+        old.close()
+    env.envs = restored
 
 
 def steps_outside_python(env_id: str) -> bool:

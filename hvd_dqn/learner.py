@@ -21,6 +21,8 @@ from hvd_dqn.replay import Batch, FrameBatch
 # ready, so an element's sum over 3 or more ranks is added in an order that changes from run to run:
 # measured here, two 4-rank CartPole runs with one seed parted ways 480 env steps after learning started;
 # with one group they repeat bit for bit (tests/test_distributed.py). With 2 ranks the order cannot matter.
+# Not under --elastic: a grouped allreduce traced before a change of world fails once Horovod re-initialises
+# (tests/test_elastic.py's killed worker), and a run whose world changes cannot repeat bit for bit anyway.
 ALLREDUCE_GROUPS = 1
 
 
@@ -67,7 +69,7 @@ class DQNLearner:
 
     def __init__(self, online: tf.keras.Model, target: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer,
                  double_dqn: bool, huber_delta: float = 1.0, xla: bool = False, fp16_allreduce: bool = False,
-                 loss: str = "huber"):
+                 loss: str = "huber", grouped_allreduce: bool = True):
         self.online = online
         self.target = target
         # --xla: the networks' forward passes (and so their gradients) are compiled by XLA; the gradient
@@ -79,6 +81,7 @@ class DQNLearner:
         # averaged by Horovod's DistributedGradientTape instead of a DistributedOptimizer (see make_optimizer).
         self.loss_scaling = isinstance(optimizer, tf.keras.mixed_precision.LossScaleOptimizer)
         self.fp16_allreduce = fp16_allreduce
+        self.allreduce_groups = ALLREDUCE_GROUPS if grouped_allreduce else None
         self.double_dqn = bool(double_dqn)
         self.huber_delta = float(huber_delta)
         td_loss(tf.zeros(1), loss)  # an unknown loss fails here, not inside the first traced update
@@ -142,7 +145,7 @@ class DQNLearner:
             import horovod.tensorflow as hvd
 
             compression = hvd.Compression.fp16 if self.fp16_allreduce else hvd.Compression.none
-            scaled_gradients = hvd.DistributedGradientTape(tape, compression=compression, groups=ALLREDUCE_GROUPS
+            scaled_gradients = hvd.DistributedGradientTape(tape, compression=compression, groups=self.allreduce_groups
                                                            ).gradient(scaled_loss, variables)
             # Every rank holds the same averaged gradients, so all skip a non-finite step and change the
             # loss scale alike.
@@ -236,17 +239,18 @@ def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: flo
         return tf.keras.mixed_precision.LossScaleOptimizer(built)
     if not distributed:
         return built
-    return distributed_optimizer(built, fp16_allreduce)
+    return distributed_optimizer(built, fp16_allreduce, grouped=not elastic)
 
 
-def distributed_optimizer(optimizer, fp16_allreduce: bool = False):
+def distributed_optimizer(optimizer, fp16_allreduce: bool = False, grouped: bool = True):
     """Horovod's DistributedOptimizer around `optimizer`. With `fp16_allreduce` the gradients travel as
     float16 (hvd.Compression.fp16: half the bytes on the wire, about 3 decimal digits) and are averaged and
     applied in float32."""
     import horovod.tensorflow.keras as hvd_keras
 
     compression = hvd_keras.Compression.fp16 if fp16_allreduce else hvd_keras.Compression.none
-    return hvd_keras.DistributedOptimizer(optimizer, compression=compression, groups=ALLREDUCE_GROUPS)
+    return hvd_keras.DistributedOptimizer(optimizer, compression=compression,
+                                          groups=ALLREDUCE_GROUPS if grouped else None)
 
 
 

@@ -57,6 +57,16 @@ class EpisodeTracker:
         self._lengths[done] = 0
         return finished
 
+    def state(self) -> Dict[str, np.ndarray]:
+        return {"episode_returns": self._returns.copy(), "episode_lengths": self._lengths.copy()}
+
+    def load_state(self, state: Dict[str, np.ndarray]) -> None:
+        if state["episode_returns"].shape != self._returns.shape:
+            raise ValueError(f"the saved episode returns are of {len(state['episode_returns'])} envs, not "
+                             f"{len(self._returns)}")
+        self._returns[...] = state["episode_returns"]
+        self._lengths[...] = state["episode_lengths"]
+
 
 class RankMetrics:
     """This rank's episodes and update statistics since the last log point; `reduce` combines them over all

@@ -32,6 +32,9 @@ import numpy as np
 
 from hvd_dqn.sum_tree import SumTree
 
+# Arrays saved in a replay shard beside the memory (a rank's emulators), named apart from the memory's own.
+EXTRA_PREFIX = "extra_"
+
 
 @dataclasses.dataclass
 class Batch:
@@ -170,17 +173,21 @@ class SegmentedReplay:
         step keeps its discount and its transition bootstraps from the stored next observation."""
         self._ended[envs, positions % self.segment] = True
 
-    def save(self, path: str) -> None:
-        """Writes state() as one compressed .npz file (written beside `path`, then renamed)."""
+    def save(self, path: str, extra: Optional[Dict[str, np.ndarray]] = None) -> None:
+        """Writes state() as one compressed .npz file (written beside `path`, then renamed), with `extra`
+        arrays of the rank's that belong with its memory (its emulators' state) beside it."""
         import os
 
         temporary = f"{path}.partial.npz"
-        np.savez_compressed(temporary, **self.state())
+        extra = {EXTRA_PREFIX + name: array for name, array in (extra or {}).items()}
+        np.savez_compressed(temporary, **self.state(), **extra)
         os.replace(temporary, path)
 
-    def load(self, path: str) -> None:
+    def load(self, path: str) -> Dict[str, np.ndarray]:
+        """Restores a `save`d memory; returns the `extra` arrays saved with it."""
         with np.load(path) as stored:
-            self.load_state({name: stored[name] for name in stored.files})
+            self.load_state({name: stored[name] for name in stored.files if not name.startswith(EXTRA_PREFIX)})
+            return {name[len(EXTRA_PREFIX):]: stored[name] for name in stored.files if name.startswith(EXTRA_PREFIX)}
 
     def digest(self) -> str:
         """A short hash of the whole state: equal digests mean identical memories."""

@@ -69,7 +69,8 @@ class Trainer:
         spec = spec_of(env)
         online, target = (q_network_for(config, spec, name) for name in ("online", "target"))
         self.learner = DQNLearner(online, target, self._optimizer(), config.double_dqn, config.huber_delta,
-                                  xla=config.xla, fp16_allreduce=config.fp16_allreduce, loss=config.loss)
+                                  xla=config.xla, fp16_allreduce=config.fp16_allreduce, loss=config.loss,
+                                  grouped_allreduce=not config.elastic)
         self.rank_metrics = RankMetrics()
         self.learning = LearningSide(config, self.learner, make_replay_memory(config, spec, num_envs, replay_capacity),
                                      sample_rng, num_envs, self.rank_metrics)
@@ -126,10 +127,26 @@ class Trainer:
     def start(self) -> None:
         """Collective, once per job: agree on the log folder and the starting point (fresh or resumed)."""
         self.checkpoints.check_shared_logdir(self.world)
-        resumed = self.checkpoints.restore_or_broadcast(self.world, self.learning, self.rng)
+        resumed, acting_state = self.checkpoints.restore_or_broadcast(self.world, self.learning, self.rng)
         if resumed is not None:
             self.counters = resumed
             self.last_checkpoint_env_steps = resumed.env_steps
+        if acting_state is not None:
+            self._continue_episodes(acting_state)
+
+    def _continue_episodes(self, acting_state) -> None:
+        """A resume with the emulators saved: the episodes under way when the checkpoint was written go on,
+        so the run continues as if it had never stopped. Emulators that do not load (another gymnasium,
+        envs of another shape) start new episodes instead, as Atari's always do."""
+        try:
+            self.episodes.load_state(acting_state)
+            self.acting.load_state(acting_state)
+        except Exception as error:  # unpickling reports a foreign or damaged state with many error types
+            logging.warning("rank %d: the saved emulator states do not load (%s: %s); starting new episodes",
+                            self.world.rank, type(error).__name__, str(error)[:200])
+            self.episodes = EpisodeTracker(self.acting.num_envs)
+            self.acting.observation = None
+            self.learning.replay.cut_episodes()  # the stored episodes will not go on
 
     def train(self) -> Counters:
         """Collective: the loop from the current counters to the end of training. Under --elastic it is
@@ -301,7 +318,8 @@ class Trainer:
             self.writer = None
         self.last_log_env_steps = self.counters.env_steps
         if self.acting.observation is None:
-            # A resumed run starts new episodes (emulator states are not checkpointed), from seeds of their own.
+            # A resumed run whose emulators were not saved (Atari's, or without --checkpoint_replay) starts
+            # new episodes, from seeds of their own.
             self.acting.reset(config.seed + world.rank, stream=self.counters.env_steps)
         if self.acting.action_in_flight is not None:  # elastic: a failure struck between send and receive
             self._store(self.acting.receive())
@@ -403,7 +421,10 @@ class Trainer:
     def _checkpoint(self) -> None:
         """Collective: the job's checkpoint at the current counters (`Checkpointing.write`)."""
         self._sum_episode_counts()
-        self.checkpoints.write(self.world, self.counters, self.learning, self.rng)
+        acting_state = self.acting.state()
+        if acting_state is not None:
+            acting_state.update(self.episodes.state())
+        self.checkpoints.write(self.world, self.counters, self.learning, self.rng, acting_state)
         self.last_checkpoint_env_steps = self.counters.env_steps
 
     def log_start(self) -> None:

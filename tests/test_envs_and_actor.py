@@ -4,7 +4,8 @@ import pytest
 import tensorflow as tf
 
 from hvd_dqn.actor import EpsilonGreedyActor
-from hvd_dqn.envs import env_seeds, make_vector_env, spec_of, true_next_observations
+from hvd_dqn.envs import (emulator_state, env_seeds, make_vector_env, restore_emulator_state, spec_of,
+                          true_next_observations)
 
 
 def test_env_seeds_differ_within_and_across_ranks():
@@ -55,3 +56,32 @@ def test_epsilon_may_differ_per_environment():
     actions = actor.select_actions(np.zeros((4000, 2), np.float32), epsilon)
     np.testing.assert_array_equal(actions[0::2], 2)
     assert np.mean(actions[1::2] == 2) == pytest.approx(1 / 3, abs=0.04)
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "MinAtar/Breakout-v0"])
+def test_saved_emulators_go_on_exactly_as_the_originals(env_id):
+    """What a checkpoint keeps of a rank's Python envs: restored into a freshly made vector env (reset with
+    other seeds), they give the same observations, rewards and episode ends as the originals, across the
+    episode ends and autoresets that follow (their random generators and time-limit counts came along)."""
+    original, fresh = make_vector_env(env_id, 3), make_vector_env(env_id, 3)
+    original.reset(seed=env_seeds(0, 3))
+    fresh.reset(seed=env_seeds(7, 3))
+    actions = np.random.default_rng(0).integers(0, original.single_action_space.n, size=(400, 3))
+    for action in actions[:20]:
+        original.step(action)
+    restore_emulator_state(fresh, emulator_state(original))
+    ends = 0
+    for action in actions[20:]:
+        one, other = original.step(action), fresh.step(action)
+        for mine, theirs in zip(one[:4], other[:4]):
+            np.testing.assert_array_equal(mine, theirs)
+        ends += int(one[2].sum() + one[3].sum())
+    assert ends >= 3  # the comparison crossed episode ends
+
+
+def test_emulators_of_another_env_are_refused_by_name():
+    cartpole = make_vector_env("CartPole-v1", 2)
+    with pytest.raises(ValueError, match="the saved emulators are not this run's 3 envs"):
+        restore_emulator_state(make_vector_env("CartPole-v1", 3), emulator_state(cartpole))
+    with pytest.raises(ValueError, match="not this run's 2 envs"):
+        restore_emulator_state(make_vector_env("Acrobot-v1", 2), emulator_state(cartpole))

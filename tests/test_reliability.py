@@ -90,6 +90,37 @@ def test_resume_with_replay_shards_continues_exactly_and_skips_a_corrupt_checkpo
     assert "resumed from " + str(logdir / "checkpoints" / "ckpt-000000003000") in log
 
 
+def test_a_run_stopped_by_sigterm_and_resumed_is_the_run_that_never_stopped(tmp_path):
+    """With --checkpoint_replay a checkpoint also holds each rank's emulators (gymnasium's Python envs) and
+    the returns of the episodes under way, so a run stopped at any step and resumed plays the same episodes
+    and ends with the same weights as the run that was never stopped: exact resume, end to end."""
+    flags = [*CARTPOLE, "--checkpoint_replay", "--prioritized_replay", "--n_step=3", "--learning_starts=500",
+             "--total_env_steps=3000", "--checkpoint_interval_env_steps=0", "--log_interval_env_steps=500"]
+    whole, stopped = tmp_path / "whole", tmp_path / "stopped"
+    _train(whole, *flags[len(CARTPOLE):])
+    output = tmp_path / "output.txt"
+    with open(output, "w") as handle:
+        job = subprocess.Popen([_horovodrun(), "-np", "2", "--gloo", PYTHON, "-m", "hvd_dqn.train", *flags,
+                                f"--logdir={stopped}"], stdout=handle, stderr=subprocess.STDOUT, text=True,
+                               env=subprocess_env(), cwd=REPO)
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and "env steps 1,000/" not in output.read_text():
+            time.sleep(0.5)
+        os.kill(_rank_pids(output.read_text())[1], signal.SIGTERM)
+        job.wait(timeout=120)
+    assert job.returncode == 0, output.read_text()[-3000:]
+    stopped_at = checkpoint.read_counters(checkpoint.latest_checkpoint(str(stopped)))["env_steps"]
+    assert 1000 <= stopped_at < 3000
+    log = _train(stopped, *flags[len(CARTPOLE):], "--resume")
+    assert (stopped / "episodes.csv").read_text() == (whole / "episodes.csv").read_text()
+    assert "emulator states saved with 2 of 2 ranks' memories: their episodes under way go on" in (
+        log.stdout + log.stderr)
+    final, final_whole = (checkpoint.read_counters(checkpoint.latest_checkpoint(str(run))) for run in (stopped, whole))
+    assert final["replica_weight_digests"] == final_whole["replica_weight_digests"]
+    assert [state["replay_digest"] for state in final["rank_states"]] == [
+        state["replay_digest"] for state in final_whole["rank_states"]]
+
+
 def _rank_pids(log_text):
     return {int(rank): int(pid) for rank, pid in re.findall(r"rank (\d+) \(local rank \d+, pid (\d+)\)", log_text)}
 

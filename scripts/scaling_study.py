@@ -19,10 +19,10 @@ can recompute the study from the raw episodes. Runs whose evidence is already th
 byte for byte, and flags), or that finished in --workdir (a final checkpoint at the budget), are not trained
 again: a study can be stopped and continued, in another session or on another machine, from what the repository
 holds. A run stopped part-way (SIGTERM or Ctrl-C to the study, passed on to its ranks) keeps a checkpoint with its
-replay memories and, when the study is started again, continues from it (--resume --checkpoint_replay): networks,
-memories and random streams as saved, but the emulators start new episodes, so the episodes under way at the stop
-never end in episodes.csv (one CartPole run stopped at 41,952 env steps, 8 episodes under way, solved 3,944 env
-steps later than the same run unstopped). run.json counts the parts; the wall time adds them up. Ranks beyond the cores oversubscribe them: env steps, not wall time, are
+replay memories and, when the study is started again, continues from it (--resume --checkpoint_replay). With
+CartPole or MinAtar, whose emulators the checkpoint holds too, the continued run is the run that never stopped;
+Atari's emulators cannot be saved, so the episodes under way at the stop never end in episodes.csv. run.json
+counts the parts; the wall time adds them up. Ranks beyond the cores oversubscribe them: env steps, not wall time, are
 compared.
 Writes OUT.json (one record per run plus a summary per rank count) and OUT.png."""
 import argparse

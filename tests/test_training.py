@@ -118,14 +118,13 @@ def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
     assert not np.array_equal(online_weights(halfway), online_weights(final_path))
 
 
-@pytest.mark.parametrize("ranks", [2, 1], ids=["np2", "np1"])
-def test_cartpole_preset_is_solved_within_100k_env_steps(tmp_path, ranks):
+def test_cartpole_preset_is_solved_within_100k_env_steps(tmp_path):
     """Solved as gymnasium defines it for CartPole-v1: the last 100 training episodes, as played over all
     ranks (with the run's own exploration), average at least 475; the preset stops there. The preset
-    (prioritised replay, double DQN, 3-step returns) at its default seed: the scaling study's runs of that seed
-    solved at 66,008 env steps (1 rank, about 3.5 minutes) and 53,432 (2 ranks), results/scaling/cartpole_per.json."""
+    (prioritised replay, double DQN, 3-step returns) at 2 ranks and its default seed: the scaling study's run
+    of that seed solved at 53,432 env steps (results/scaling/cartpole_per.json; one rank: 66,008)."""
     logdir = tmp_path / "run"
-    horovodrun(ranks, [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+    horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                        f"--logdir={logdir}"], timeout=1500)
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
     assert final["env_steps"] <= 100_000

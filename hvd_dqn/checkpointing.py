@@ -2,7 +2,8 @@
 and the collective checkpoint write. The file format itself is `hvd_dqn.checkpoint`'s.
 
 What each rank saves of its own (its RNG states, update credit and, with --checkpoint_replay, its replay
-shard, which also holds its emulators where they can be saved) comes from its acting and learning sides; what is the job's (weights, optimizer, counters) from rank 0.
+shard, which also holds its emulators where they can be saved) comes from its acting and learning sides; what
+is the job's (weights, optimizer, counters) from rank 0.
 """
 from __future__ import annotations
 
@@ -226,9 +227,9 @@ class Checkpointing:
               acting_state: Optional[Dict[str, np.ndarray]] = None) -> None:
         """Collective: every rank reports its state (and, with --checkpoint_replay, writes its replay shard
         into the staging folder, with `acting_state`: its emulators and running episodes, so that a resumed
-        run goes on with the episodes under way); rank 0 writes the rest and completes the checkpoint. A write that fails on
-        any rank (a full disk) stops the job on every rank with one line naming it; the earlier checkpoints
-        stay intact.
+        run goes on with the episodes under way); rank 0 writes the rest and completes the checkpoint. A write
+        that fails on any rank (a full disk) stops the job on every rank with one line naming it; the earlier
+        checkpoints stay intact.
 
         The checkpoint records each replica's weight digest: the proof, for any run, that data parallelism
         kept the replicas identical. A mismatch is logged as an error; the checkpoint holds rank 0's.

@@ -253,7 +253,6 @@ def distributed_optimizer(optimizer, fp16_allreduce: bool = False, grouped: bool
                                           groups=ALLREDUCE_GROUPS if grouped else None)
 
 
-
 def rescale_learning_rate(optimizer, world_size: int, rule: str = "linear") -> bool:
     """Sets a --scale_lr_by_workers schedule to `world_size` ranks; returns whether there was one.
 

@@ -22,8 +22,8 @@ holds. A run stopped part-way (SIGTERM or Ctrl-C to the study, passed on to its 
 replay memories and, when the study is started again, continues from it (--resume --checkpoint_replay). With
 CartPole or MinAtar, whose emulators the checkpoint holds too, the continued run is the run that never stopped;
 Atari's emulators cannot be saved, so the episodes under way at the stop never end in episodes.csv. run.json
-counts the parts; the wall time adds them up. Ranks beyond the cores oversubscribe them: env steps, not wall time, are
-compared.
+counts the parts; the wall time adds them up. Ranks beyond the cores oversubscribe them: env steps, not wall
+time, are compared.
 Writes OUT.json (one record per run plus a summary per rank count) and OUT.png."""
 import argparse
 import contextlib
@@ -107,8 +107,9 @@ def holds_replay(logdir: str, ranks: int) -> bool:
 
 def train(ranks: int, seed: int, logdir: str, args, extra, resume: bool) -> float:
     """Trains (or, with `resume`, continues from its newest checkpoint) one run; returns this part's wall time.
-    Every checkpoint holds the ranks' replay memories, so a run stopped by a signal continues exactly where it
-    stopped (--resume --checkpoint_replay): a run longer than a session is not thrown away."""
+    Every checkpoint holds the ranks' replay memories (and CartPole's or MinAtar's emulators), so a run stopped
+    by a signal continues where it stopped (--resume --checkpoint_replay): a run longer than a session is not
+    thrown away."""
     command = [os.path.join(REPO, ".venv", "bin", "horovodrun"), "-np", str(ranks), "--gloo",
                os.path.join(REPO, ".venv", "bin", "python"), "-m", "hvd_dqn.train", f"--flagfile={args.flagfile}",
                f"--seed={seed}", f"--logdir={logdir}", f"--total_env_steps={args.budget_env_steps}",
@@ -199,21 +200,13 @@ def code_version() -> str:
 
 
 def recorded_commits(logdir: str):
-    """The commits the run's parts were trained with, or None if not recorded."""
+    """The commits the run's parts were trained with, one per part (the run was started len() times), or None
+    if not recorded."""
     try:
         with open(logdir + ".commit") as handle:
             return [line.strip() for line in handle if line.strip()] or None
     except OSError:
         return None
-
-
-def recorded_parts(logdir: str) -> int:
-    """How many times the study started the run (1 + how often it continued from a stopped part)."""
-    try:
-        with open(logdir + ".parts") as handle:
-            return int(handle.read())
-    except (OSError, ValueError):
-        return 1
 
 
 def train_or_continue(ranks: int, seed: int, logdir: str, done, wall, args, extra) -> float:
@@ -225,9 +218,6 @@ def train_or_continue(ranks: int, seed: int, logdir: str, done, wall, args, extr
         wall = 0.0
     print(f"[{PROGRAM}] {f'continuing from {done:,} env steps' if resume else 'training'}: ranks {ranks}, "
           f"seed {seed} -> {logdir}", flush=True)
-    parts = recorded_parts(logdir) + 1 if resume else 1
-    with open(logdir + ".parts", "w") as handle:
-        handle.write(f"{parts}\n")
     with open(logdir + ".commit", "a" if resume else "w") as handle:  # the code of each part
         handle.write(f"{code_version()}\n")
     start = time.time()
@@ -382,14 +372,16 @@ def main(argv=None) -> int:
                         done = finished_env_steps(logdir)
                         if done is None or done < args.budget_env_steps:
                             wall = train_or_continue(ranks, seed, logdir, done, wall, args, extra)
+                        commits = recorded_commits(logdir)
                         kept = dict(provenance, wall_s=None if wall is None else round(wall, 1),
-                                    parts=recorded_parts(logdir), commits=recorded_commits(logdir))
+                                    parts=len(commits) if commits else 1, commits=commits)
                         keep_evidence(logdir, evidence, kept)
                 task, episodes = read_run(evidence)
                 record = dict(ranks=ranks, seed=seed, env_steps_to_target=env_steps_to_target(episodes, args.target,
                                                                                                args.window),
                               final_return=final_return(episodes, args.window), episodes=len(episodes),
-                              wall_s=kept.get("wall_s"), parts=kept.get("parts", 1), evidence=os.path.relpath(evidence, out_folder))
+                              wall_s=kept.get("wall_s"), parts=kept.get("parts", 1),
+                              evidence=os.path.relpath(evidence, out_folder))
                 records.append(record)
                 print(f"[{PROGRAM}] ranks {ranks} seed {seed}: env steps to target {record['env_steps_to_target']}, "
                       f"final return {record['final_return']:.1f}", flush=True)

@@ -4,7 +4,8 @@ Rank 0 writes each row three ways: a progress line on the console, TensorBoard s
 tags (`charts/...`, `losses/...`, as CleanRL names them) and a row of <logdir>/metrics.csv. Every finished
 training episode of every rank also becomes a row of <logdir>/episodes.csv (env steps and frames at its end,
 rank, env, raw return, length), from which scripts/plot_curves.py draws curves with a band over ranks.
-On resume both CSVs are appended to, not replaced.
+On resume both CSVs are appended to, not replaced; rows a crashed run logged after the checkpoint it resumes
+from are first moved to a side file (`set_aside_rows_after`), since the resumed run plays those env steps again.
 """
 from __future__ import annotations
 
@@ -119,8 +120,13 @@ def episodes_as_played(rows_by_rank: List[list]) -> List[tuple]:
 class MetricsWriter:
     """Rank 0's console, TensorBoard and CSV output."""
 
-    def __init__(self, logdir: str, total_env_steps: int, start_env_steps: int, frames_per_step: int):
+    def __init__(self, logdir: str, total_env_steps: int, start_env_steps: int, frames_per_step: int,
+                 resumed: bool = False):
         import tensorflow as tf
+
+        if resumed:
+            for name in ("metrics.csv", "episodes.csv"):
+                set_aside_rows_after(os.path.join(logdir, name), start_env_steps)
 
         self._total_env_steps = total_env_steps
         self._frames_per_step = frames_per_step
@@ -181,6 +187,42 @@ class MetricsWriter:
         self._csv_file.close()
         self._episodes_file.close()
         self._tensorboard.close()
+
+
+def set_aside_rows_after(path: str, env_steps: int) -> Optional[str]:
+    """A run that ended without a checkpoint at its last step (a crash, a killed job) logged rows after the
+    checkpoint a resume starts from; the resumed run plays those env steps again and logs them anew. Those
+    rows move from `path` to `<name>.after_<env_steps>.csv` beside it (appended, never lost), so that the CSV
+    holds one timeline. Returns the side file's path, or None when there was nothing to move."""
+    if not os.path.exists(path) or os.path.getsize(path) == 0:
+        return None
+    with open(path, newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader)
+        rows = list(reader)
+    column = header.index("env_steps")
+    later = [row for row in rows if row and int(float(row[column])) > env_steps]
+    if not later:
+        return None
+    stem, extension = os.path.splitext(path)
+    aside = f"{stem}.after_{env_steps}{extension}"
+    new_file = not os.path.exists(aside)
+    with open(aside, "a", newline="") as handle:
+        writer = csv.writer(handle)
+        if new_file:
+            writer.writerow(header)
+        writer.writerows(later)
+    kept = [row for row in rows if row and int(float(row[column])) <= env_steps]
+    temporary = path + ".tmp"
+    with open(temporary, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(kept)
+    os.replace(temporary, path)  # the side file is complete before the rows leave the CSV
+    logging.warning("%s: %d row(s) logged after the checkpoint at %s env steps (the run ended without a "
+                    "checkpoint at its last step) moved to %s; the resumed run plays those steps again",
+                    path, len(later), f"{env_steps:,}", aside)
+    return aside
 
 
 def _open_csv(path: str, columns):

@@ -99,6 +99,7 @@ class Trainer:
         self.signals = StopSignals()
         self.writer: Optional[MetricsWriter] = None  # rank 0's
         self.settings_logged = False
+        self.resumed_log = False  # rank 0's first writer of a resumed job sets aside rows after the checkpoint
         self.commit = None  # with --elastic: commits the training state (hvd_dqn.elastic)
 
     def _optimizer(self):
@@ -131,6 +132,7 @@ class Trainer:
         if resumed is not None:
             self.counters = resumed
             self.last_checkpoint_env_steps = resumed.env_steps
+            self.resumed_log = True
         if acting_state is not None:
             self._continue_episodes(acting_state)
 
@@ -226,7 +228,10 @@ class Trainer:
         if crossed(config.eval_interval_env_steps):
             eval_return = self.evaluate_during_training()
             stop = self._evaluations_reached_target(eval_return)
-        if crossed(config.log_interval_env_steps) or eval_return is not None:
+        # A checkpoint is also a log point, so that episodes.csv holds every episode up to it: a resume from it
+        # after a crash then continues the CSV exactly (rows logged after it are set aside, see MetricsWriter).
+        if crossed(config.log_interval_env_steps) or crossed(config.checkpoint_interval_env_steps) \
+                or eval_return is not None:
             self._log(eval_return)
             stop = stop or self._solved_in_training()
         if crossed(config.checkpoint_interval_env_steps) or stop:
@@ -312,10 +317,11 @@ class Trainer:
             if self.store:  # a resumed run, or a new rank 0 under --elastic, appends to the stored CSV files
                 self.store.fetch_logs()
             self.writer = MetricsWriter(self.logdir, config.total_env_steps, self.counters.env_steps,
-                                        frames_per_step(config.env_id))
+                                        frames_per_step(config.env_id), resumed=self.resumed_log)
         elif not world.is_chief and self.writer is not None:  # elastic: another rank is rank 0 now
             self.writer.close()
             self.writer = None
+        self.resumed_log = False  # once per job: a later rank 0 (elastic) appends to what was logged since
         self.last_log_env_steps = self.counters.env_steps
         if self.acting.observation is None:
             # A resumed run whose emulators were not saved (Atari's, or without --checkpoint_replay) starts

@@ -2,6 +2,7 @@
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import time
@@ -93,9 +94,11 @@ def test_resume_with_replay_shards_continues_exactly_and_skips_a_corrupt_checkpo
 def test_a_run_stopped_by_sigterm_and_resumed_is_the_run_that_never_stopped(tmp_path):
     """With --checkpoint_replay a checkpoint also holds each rank's emulators (gymnasium's Python envs) and
     the returns of the episodes under way, so a run stopped at any step and resumed plays the same episodes
-    and ends with the same weights as the run that was never stopped: exact resume, end to end."""
+    and ends with the same weights as the run that was never stopped: exact resume, end to end. A crash
+    after a periodic checkpoint (one that is not also a log interval) resumes exactly too: the checkpoint was
+    a log point, and the rows logged after it are set aside, not kept twice."""
     flags = [*CARTPOLE, "--checkpoint_replay", "--prioritized_replay", "--n_step=3", "--learning_starts=500",
-             "--total_env_steps=3000", "--checkpoint_interval_env_steps=0", "--log_interval_env_steps=500"]
+             "--total_env_steps=3000", "--checkpoint_interval_env_steps=1500", "--log_interval_env_steps=1000"]
     whole, stopped = tmp_path / "whole", tmp_path / "stopped"
     _train(whole, *flags[len(CARTPOLE):])
     output = tmp_path / "output.txt"
@@ -113,12 +116,43 @@ def test_a_run_stopped_by_sigterm_and_resumed_is_the_run_that_never_stopped(tmp_
     assert 1000 <= stopped_at < 3000
     log = _train(stopped, *flags[len(CARTPOLE):], "--resume")
     assert (stopped / "episodes.csv").read_text() == (whole / "episodes.csv").read_text()
+    assert not list(stopped.glob("*.after_*.csv"))  # a stop by signal checkpoints its last step: nothing set aside
     assert "emulator states saved with 2 of 2 ranks' memories: their episodes under way go on" in (
         log.stdout + log.stderr)
     final, final_whole = (checkpoint.read_counters(checkpoint.latest_checkpoint(str(run))) for run in (stopped, whole))
     assert final["replica_weight_digests"] == final_whole["replica_weight_digests"]
     assert [state["replay_digest"] for state in final["rank_states"]] == [
         state["replay_digest"] for state in final_whole["rank_states"]]
+
+    # Crashes after the periodic checkpoint at 1,504 env steps (the one at 3,000 never written): the resume
+    # from 1,504 plays the rest again, and episodes.csv ends as the unstopped run's.
+    # Killed long after it, the CSVs logged on to the end: the rows after 1,504 are set aside, not kept twice.
+    late = _crashed_copy(stopped, tmp_path / "late")
+    log = _train(late, *flags[len(CARTPOLE):], "--resume")
+    assert (late / "episodes.csv").read_text() == (whole / "episodes.csv").read_text()
+    aside = (late / "episodes.after_1504.csv").read_text().splitlines()
+    assert aside[0] == "env_steps,env_frames,rank,env,return,length" and len(aside) > 1
+    assert all(int(row.split(",")[0]) > 1504 for row in aside[1:])
+    assert "moved to " + str(late / "episodes.after_1504.csv") in log.stdout + log.stderr
+    # Killed right after it, before the next log interval (2,000): the CSVs hold what the log points up to
+    # 1,504 wrote. The checkpoint was one of them, so no episode before it is missing.
+    early = _crashed_copy(stopped, tmp_path / "early")
+    logged = [int(row.split(",")[0]) for row in (early / "metrics.csv").read_text().splitlines()[1:]]
+    last_log = max(env_steps for env_steps in logged if env_steps <= 1504)
+    assert last_log == 1504
+    for name in ("episodes.csv", "metrics.csv"):
+        header, *rows = (early / name).read_text().splitlines(keepends=True)
+        (early / name).write_text(header + "".join(row for row in rows if int(row.split(",")[0]) <= last_log))
+    _train(early, *flags[len(CARTPOLE):], "--resume")
+    assert (early / "episodes.csv").read_text() == (whole / "episodes.csv").read_text()
+
+
+def _crashed_copy(logdir, copy):
+    """A copy of finished run `logdir` as a crash would have left it: its newest checkpoint never written."""
+    shutil.copytree(logdir, copy)
+    shutil.rmtree(checkpoint.latest_checkpoint(str(copy)))
+    assert checkpoint.read_counters(checkpoint.latest_checkpoint(str(copy)))["env_steps"] == 1504
+    return copy
 
 
 def _rank_pids(log_text):

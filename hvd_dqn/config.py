@@ -104,6 +104,9 @@ class TrainConfig:
     # updates; None: a constant step size.
     learning_rate_end: Optional[float] = None
     lr_decay_updates: int = 0
+    # rank_scaling="batch" with N ranks: divide the schedules counted in updates (target_update_period,
+    # lr_warmup_updates, lr_decay_updates) by N, so each spans the env steps it spans at one rank.
+    scale_schedules_by_workers: bool = False
 
     # Logging, evaluation, checkpoints.
     logdir: str = "runs/cartpole"
@@ -226,6 +229,15 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     _require(not (config.elastic and config.rank_scaling == "updates"), "rank_scaling", config.rank_scaling,
              "splits the job's --num_envs, --replay_capacity and --batch_size over a fixed number of ranks, "
              "which --elastic does not have; use --rank_scaling=batch with --elastic")
+    # N ranks under --rank_scaling=updates make one rank's updates per env step already; an elastic world
+    # changes N, and with it the env steps a schedule counted in updates spans, while the schedule runs.
+    _require(not (config.scale_schedules_by_workers and config.rank_scaling == "updates"), "rank_scaling",
+             config.rank_scaling, "makes one rank's updates per env step whatever the number of ranks, so "
+             "--scale_schedules_by_workers (for the N times fewer updates of --rank_scaling=batch) does not "
+             "apply; add --noscale_schedules_by_workers")
+    _require(not (config.scale_schedules_by_workers and config.elastic), "scale_schedules_by_workers",
+             config.scale_schedules_by_workers, "divides the schedules by a fixed number of ranks, which "
+             "--elastic does not have; add --noscale_schedules_by_workers")
     _require(0.0 <= config.rmsprop_rho < 1.0, "rmsprop_rho", config.rmsprop_rho, "must be in [0, 1)")
     _require(config.rmsprop_epsilon > 0.0, "rmsprop_epsilon", config.rmsprop_epsilon, "must be a number > 0")
     _require(0.0 < config.target_update_tau <= 1.0, "target_update_tau", config.target_update_tau,

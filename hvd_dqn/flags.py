@@ -97,6 +97,10 @@ _HELP = {
                          "updates, then keep it (both times the rank scale of --scale_lr_by_workers); unset: "
                          "a constant step size.",
     "lr_decay_updates": "Updates over which the step size decays to --learning_rate_end; 0 without it.",
+    "scale_schedules_by_workers": "With --rank_scaling=batch and N ranks: divide --target_update_period, "
+                                  "--lr_warmup_updates and --lr_decay_updates by N (rounded, at least 1), so each "
+                                  "spans the env steps it spans at one rank although N ranks make N times fewer "
+                                  "updates per env step (Goyal et al. 2017 keep schedules in epochs alike).",
     "logdir": "Folder for checkpoints, metrics.csv, TensorBoard events and config.json (written by rank 0).",
     "log_interval_env_steps": "Env steps (summed over ranks) between two progress lines / metrics rows.",
     "eval_interval_env_steps": "Env steps (summed over ranks) between greedy evaluations during training; 0: never.",

@@ -29,13 +29,15 @@ class LearningSide:
     update credit: this rank's env steps not yet paid for with updates (checkpointed)."""
 
     def __init__(self, config: TrainConfig, learner: DQNLearner, replay, sample_rng: np.random.Generator,
-                 num_envs: int, rank_metrics: RankMetrics):
+                 num_envs: int, rank_metrics: RankMetrics, target_update_period: int):
         self.config = config
         self.learner = learner
         self.replay = replay
         self.sample_rng = sample_rng
         self.num_envs = num_envs
         self.rank_metrics = rank_metrics
+        # Updates between target copies (the trainer's, divided by the ranks with --scale_schedules_by_workers).
+        self.target_update_period = target_update_period
         self.ranks_sharing_an_update = 1  # set by the trainer for its world (`share_updates_over`)
         self.update_credit = 0
         self.replay_ready = False  # whether every rank's memory holds --learning_starts transitions
@@ -75,7 +77,7 @@ class LearningSide:
                 self.replay.update_priorities(batch.indices, metrics["td_errors"])
             self.rank_metrics.record_update(metrics)
             counters.updates += 1
-            if counters.updates % config.target_update_period == 0:
+            if counters.updates % self.target_update_period == 0:
                 self.learner.sync_target(config.target_update_tau)
 
     def _every_replay_memory_ready(self) -> bool:

@@ -38,6 +38,32 @@ def apex_epsilons(num_envs_total: int, base: float = 0.4, alpha: float = 7.0) ->
     return base**exponents
 
 
+@dataclasses.dataclass(frozen=True)
+class UpdateCountedSchedules:
+    """The schedules counted in updates, as this world runs them (`update_counted_schedules`)."""
+    target_update_period: int
+    lr_warmup_updates: int
+    lr_decay_updates: int
+
+
+def update_counted_schedules(config, world_size: int) -> UpdateCountedSchedules:
+    """The config's schedules counted in updates; with --scale_schedules_by_workers (--rank_scaling=batch),
+    divided by the number of ranks, rounded half up and at least 1 where not 0.
+
+    Under --rank_scaling=batch N ranks make N times fewer updates per env step, so a target network copied
+    every K updates is copied every N times as many env steps, and a step size decaying over K updates decays
+    over N times as many env steps: besides the N times larger batch, the run learns on another clock.
+    Dividing by N keeps each schedule on one rank's env-step clock, as Goyal et al. (2017) keep their
+    warm-up and decay in epochs while the batch grows."""
+    divisor = world_size if config.scale_schedules_by_workers and config.rank_scaling == "batch" else 1
+
+    def on_this_world(updates: int) -> int:
+        return 0 if updates == 0 else max(1, int(updates / divisor + 0.5))
+
+    return UpdateCountedSchedules(on_this_world(config.target_update_period), on_this_world(config.lr_warmup_updates),
+                                  on_this_world(config.lr_decay_updates))
+
+
 def learning_rate_scale(world_size: int, rule: str = "linear") -> float:
     """The factor on the learning rate for `world_size` ranks: N (linear; Goyal et al. 2017: the rate grows
     with the batch) or sqrt(N) (the gradient noise falls as 1/sqrt(batch); Krizhevsky 2014, Hoffer et al.

@@ -32,7 +32,7 @@ from hvd_dqn.metrics import EpisodeTracker, MetricsWriter, RankMetrics, episodes
 from hvd_dqn.networks import q_network_for
 from hvd_dqn.pipeline import ActingPipeline
 from hvd_dqn.progress import STOP_POLL_ENV_STEPS_PER_RANK, Counters, StopSignals
-from hvd_dqn.schedules import LinearSchedule, apex_epsilons
+from hvd_dqn.schedules import LinearSchedule, apex_epsilons, update_counted_schedules
 
 
 class Trainer:
@@ -68,12 +68,13 @@ class Trainer:
         env = make_env_for(config, num_envs, self.world.local_size)
         spec = spec_of(env)
         online, target = (q_network_for(config, spec, name) for name in ("online", "target"))
+        self.schedules = update_counted_schedules(config, self.world.size)
         self.learner = DQNLearner(online, target, self._optimizer(), config.double_dqn, config.huber_delta,
                                   xla=config.xla, fp16_allreduce=config.fp16_allreduce, loss=config.loss,
                                   grouped_allreduce=not config.elastic)
         self.rank_metrics = RankMetrics()
         self.learning = LearningSide(config, self.learner, make_replay_memory(config, spec, num_envs, replay_capacity),
-                                     sample_rng, num_envs, self.rank_metrics)
+                                     sample_rng, num_envs, self.rank_metrics, self.schedules.target_update_period)
         # The pipeline's acting thread gets a Q-network of its own, which the learner's weights reach at fixed
         # points; acting in order uses the online network itself.
         acting_network = q_network_for(config, spec, "acting") if self.use_pipeline else online
@@ -105,12 +106,12 @@ class Trainer:
     def _optimizer(self):
         config = self.config
         return make_optimizer(config.learning_rate, config.adam_epsilon, config.max_grad_norm, self.world.size,
-                              config.scale_lr_by_workers, config.lr_warmup_updates, elastic=config.elastic,
+                              config.scale_lr_by_workers, self.schedules.lr_warmup_updates, elastic=config.elastic,
                               fp16_allreduce=config.fp16_allreduce, mixed_precision=config.mixed_precision,
                               optimizer=config.optimizer, rmsprop_rho=config.rmsprop_rho,
                               rmsprop_epsilon=config.rmsprop_epsilon, rmsprop_centered=config.rmsprop_centered,
                               lr_scale_rule=config.lr_scale_rule, learning_rate_end=config.learning_rate_end,
-                              lr_decay_updates=config.lr_decay_updates)
+                              lr_decay_updates=self.schedules.lr_decay_updates)
 
     @property
     def env_steps_per_iteration(self) -> int:
@@ -445,6 +446,8 @@ class Trainer:
         logging.info("replay memory: %s transitions per rank, %d bytes per transition",
                      f"{self.learning.replay.capacity:,}", self.learning.replay.bytes_per_transition)
         logging.info("settings:\n%s", self.config.to_json())
+        if self.config.scale_schedules_by_workers:
+            logging.info("--scale_schedules_by_workers, %d ranks: %s", self.world.size, self.schedules)
         with open(os.path.join(self.logdir, "config.json"), "w") as handle:
             handle.write(self.config.to_json())
         self._upload_logs()

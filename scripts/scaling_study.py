@@ -5,6 +5,7 @@ how many env steps each run needed to reach a target return, and the return at a
     .venv/bin/python scripts/scaling_study.py --flagfile=configs/cartpole.flags --ranks=1,2,4,8 --seeds=0,1,2,3,4 \\
         --target=475 --budget_env_steps=100000 --workdir=runs/scaling_cartpole --out=results/scaling/cartpole
     ... -- --learning_rate=0.0005          # flags after "--" go to every run of hvd_dqn.train
+    ... --job_num_envs=8 -- --rank_scaling=batch   # 8 envs in every job: --num_envs=8/ranks per rank
 
 "Reached the target" means what gymnasium means by solving CartPole-v1: the mean return of --window (100)
 consecutive training episodes, as they were played (ordered by the env step at which they ended, over all
@@ -103,6 +104,23 @@ def holds_replay(logdir: str, ranks: int) -> bool:
     latest = checkpoint.latest_checkpoint(logdir)
     return latest is not None and all(os.path.exists(checkpoint.replay_shard_path(latest, rank))
                                       for rank in range(ranks))
+
+
+def resolved_config(flagfile: str, run_flags):
+    """The TrainConfig the runs train with (the preset, then the flags after "--"), checked before any run
+    trains: a bad flag is a StudyError naming it, not a failed run."""
+    from absl import flags
+
+    from hvd_dqn.config import ConfigError
+    from hvd_dqn.flags import config_from_flags, define_flags
+
+    flag_values = flags.FlagValues()
+    define_flags(flag_values)
+    try:
+        flag_values([PROGRAM, f"--flagfile={flagfile}", *run_flags])
+        return config_from_flags(flag_values, check_logdir_writable=False)
+    except (flags.Error, ConfigError) as error:
+        raise StudyError(f"the runs' flags: {error}") from None
 
 
 def train(ranks: int, seed: int, logdir: str, args, extra, resume: bool) -> float:
@@ -253,7 +271,8 @@ def kept_evidence(evidence: str, provenance: dict):
             kept = json.load(handle)
     except (OSError, ValueError):
         return None
-    differing = [key for key in ("flagfile", "flagfile_sha256", "extra_flags", "budget_env_steps", "ranks", "seed")
+    differing = [key for key in ("flagfile", "flagfile_sha256", "extra_flags", "job_num_envs", "budget_env_steps",
+                                 "ranks", "seed")
                  if kept.get(key) != provenance[key]]
     if differing:
         raise StudyError(f"{evidence} holds a run made with another {', '.join(differing)} "
@@ -338,6 +357,10 @@ def main(argv=None) -> int:
     parser.add_argument("--budget_env_steps", type=int, required=True, help="Env steps of every run (over ranks).")
     parser.add_argument("--workdir", required=True, help="Folder for the runs' logdirs (outside git).")
     parser.add_argument("--out", required=True, help="Writes OUT.json and OUT.png.")
+    parser.add_argument("--job_num_envs", type=int, default=None,
+                        help="Envs of the whole job, the same for every rank count: each run gets --num_envs="
+                             "JOB_NUM_ENVS/ranks (for --rank_scaling=batch, whose --num_envs counts per rank; "
+                             "under --rank_scaling=updates the preset's --num_envs is the job's already).")
     parser.add_argument("--report_only", action="store_true",
                         help="Train nothing: report the runs whose evidence is kept, list the others as missing.")
     args = parser.parse_args(argv)
@@ -347,6 +370,19 @@ def main(argv=None) -> int:
             raise StudyError(f"--flagfile={args.flagfile}: no such file")
         if args.window <= 0 or args.budget_env_steps <= 0:
             raise StudyError("--window and --budget_env_steps must be positive")
+        config = resolved_config(args.flagfile, extra)
+        if args.job_num_envs is not None:
+            if config.rank_scaling != "batch":
+                raise StudyError(f"--job_num_envs={args.job_num_envs}: only for --rank_scaling=batch, whose "
+                                 f"--num_envs counts per rank; under --rank_scaling={config.rank_scaling} the "
+                                 f"preset's --num_envs={config.num_envs} is the job's already")
+            if any(flag.startswith("--num_envs") for flag in extra):
+                raise StudyError(f"--job_num_envs={args.job_num_envs} sets each run's --num_envs; leave --num_envs "
+                                 "out of the flags after --")
+            for ranks in ranks_list:
+                if args.job_num_envs <= 0 or args.job_num_envs % ranks:
+                    raise StudyError(f"--job_num_envs={args.job_num_envs}: must be a positive multiple of every "
+                                     f"rank count (not of {ranks}), so each rank steps as many envs")
         out_folder = os.path.dirname(os.path.abspath(args.out))
         if not os.path.isdir(out_folder):
             raise StudyError(f"--out={args.out}: folder {out_folder} does not exist")
@@ -361,7 +397,9 @@ def main(argv=None) -> int:
                 logdir = os.path.abspath(os.path.join(args.workdir, name))
                 evidence = os.path.join(evidence_root, name)
                 provenance = dict(flagfile=os.path.relpath(args.flagfile, REPO), flagfile_sha256=preset_digest,
-                                  extra_flags=extra, budget_env_steps=args.budget_env_steps, ranks=ranks, seed=seed)
+                                  extra_flags=extra, job_num_envs=args.job_num_envs,
+                                  budget_env_steps=args.budget_env_steps, ranks=ranks, seed=seed)
+                run_flags = extra + ([] if args.job_num_envs is None else [f"--num_envs={args.job_num_envs // ranks}"])
                 kept = kept_evidence(evidence, provenance)
                 if kept is None and args.report_only:
                     missing.append(dict(ranks=ranks, seed=seed))
@@ -371,7 +409,7 @@ def main(argv=None) -> int:
                         wall = recorded_wall(logdir)
                         done = finished_env_steps(logdir)
                         if done is None or done < args.budget_env_steps:
-                            wall = train_or_continue(ranks, seed, logdir, done, wall, args, extra)
+                            wall = train_or_continue(ranks, seed, logdir, done, wall, args, run_flags)
                         commits = recorded_commits(logdir)
                         kept = dict(provenance, wall_s=None if wall is None else round(wall, 1),
                                     parts=len(commits) if commits else 1, commits=commits)
@@ -385,7 +423,8 @@ def main(argv=None) -> int:
                 records.append(record)
                 print(f"[{PROGRAM}] ranks {ranks} seed {seed}: env steps to target {record['env_steps_to_target']}, "
                       f"final return {record['final_return']:.1f}", flush=True)
-        study = dict(task=task, flagfile=os.path.relpath(args.flagfile, REPO), extra_flags=extra, target=args.target,
+        study = dict(task=task, flagfile=os.path.relpath(args.flagfile, REPO), extra_flags=extra,
+                     job_num_envs=args.job_num_envs, target=args.target,
                      window=args.window, budget_env_steps=args.budget_env_steps, ranks=ranks_list, seeds=seeds,
                      runs=records, missing_runs=missing, summary=summarise(records, ranks_list))
         with open(args.out + ".json", "w") as handle:

@@ -167,6 +167,13 @@ def test_variants_are_off_by_default_and_on_in_the_rainbow_lite_preset():
      "--rank_scaling=updates: keeps the global batch at --batch_size for any number of ranks, so "
      "--scale_lr_by_workers (a rule for a batch that grows with the ranks) does not apply; add "
      "--noscale_lr_by_workers"),
+    (["--rank_scaling=updates", "--scale_schedules_by_workers"],
+     "--rank_scaling=updates: makes one rank's updates per env step whatever the number of ranks, so "
+     "--scale_schedules_by_workers (for the N times fewer updates of --rank_scaling=batch) does not apply; add "
+     "--noscale_schedules_by_workers"),
+    (["--rank_scaling=batch", "--scale_schedules_by_workers", "--elastic"],
+     "--scale_schedules_by_workers=True: divides the schedules by a fixed number of ranks, which --elastic does "
+     "not have; add --noscale_schedules_by_workers"),
     (["--optimizer=sgd"], "--optimizer=sgd: must be one of adam, rmsprop"),
     (["--epsilon_decay_start_env_steps=-5"], "--epsilon_decay_start_env_steps=-5: must be an integer >= 0"),
     (["--priority_alpha=1.5"], "--priority_alpha=1.5: must be in [0, 1]"),

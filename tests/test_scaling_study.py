@@ -114,12 +114,42 @@ def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path)
     (["--ranks=0,2"], "--ranks=0,2: must list positive integers"),
     (["--seeds=a"], "--seeds=a: must be a comma-separated list of integers"),
     (["--flagfile=/nonexistent.flags"], "--flagfile=/nonexistent.flags: no such file"),
+    (["--", "--lr_scale_rule=cube"], "the runs' flags: --lr_scale_rule=cube: must be one of linear, sqrt"),
+    (["--", "--num_envz=4"], "the runs' flags: Unknown command line flag 'num_envz'. Did you mean: num_envs ?"),
+    (["--job_num_envs=8"], "--job_num_envs=8: only for --rank_scaling=batch, whose --num_envs counts per rank; "
+                           "under --rank_scaling=updates the preset's --num_envs=8 is the job's already"),
+    (["--ranks=1,3", "--job_num_envs=8", "--", "--rank_scaling=batch"],
+     "--job_num_envs=8: must be a positive multiple of every rank count (not of 3), so each rank steps as many envs"),
+    (["--job_num_envs=8", "--", "--rank_scaling=batch", "--num_envs=2"],
+     "--job_num_envs=8 sets each run's --num_envs; leave --num_envs out of the flags after --"),
 ])
 def test_bad_study_arguments_are_named_in_one_line(tmp_path, arguments, message):
     base = [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--target=1", "--budget_env_steps=10",
             f"--workdir={tmp_path}", f"--out={tmp_path / 'x'}"]
     result = run([PYTHON, str(REPO / "scripts" / "scaling_study.py"), *base, *arguments], timeout=120, check=False)
     assert result.returncode == 2 and result.stderr.strip() == f"scaling_study.py: error: {message}"
+
+
+def test_job_num_envs_gives_every_rank_count_the_same_envs_under_batch_scaling(tmp_path):
+    """--rank_scaling=batch counts --num_envs per rank: --job_num_envs=4 at 2 ranks trains 2 envs per rank."""
+    out = tmp_path / "batch"
+    command = [PYTHON, str(REPO / "scripts" / "scaling_study.py"), f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+               "--ranks=2", "--seeds=0", "--target=30", "--window=10", "--budget_env_steps=1200",
+               f"--workdir={tmp_path / 'runs'}", f"--out={out}", "--job_num_envs=4", "--",
+               "--rank_scaling=batch", "--learning_starts=300", "--batch_size=32", "--log_interval_env_steps=600"]
+    run(command, timeout=600)
+    study = json.loads((tmp_path / "batch.json").read_text())
+    assert study["job_num_envs"] == 4 and study["extra_flags"][0] == "--rank_scaling=batch"
+    [record] = study["runs"]
+    config = json.loads((tmp_path / record["evidence"] / "config.json").read_text())
+    assert (config["num_envs"], config["rank_scaling"]) == (2, "batch")
+    assert json.loads((tmp_path / record["evidence"] / "run.json").read_text())["job_num_envs"] == 4
+    # Evidence made with another number of envs in the job is not mixed in.
+    command[command.index("--job_num_envs=4")] = "--job_num_envs=2"
+    mixed = run(command, timeout=120, check=False)
+    assert mixed.returncode == 2 and mixed.stderr.strip() == (
+        f"scaling_study.py: error: {tmp_path / record['evidence']} holds a run made with another job_num_envs "
+        "(job_num_envs=4); choose another --out")
 
 
 def test_a_run_another_study_is_training_is_left_alone(tmp_path):

@@ -1,7 +1,8 @@
 import pytest
 import tensorflow as tf
 
-from hvd_dqn.schedules import LinearSchedule, WarmupToScaledLearningRate
+from hvd_dqn.config import TrainConfig
+from hvd_dqn.schedules import LinearSchedule, UpdateCountedSchedules, WarmupToScaledLearningRate, update_counted_schedules
 
 
 @pytest.mark.parametrize("step, expected", [(0, 1.0), (250, 0.7625), (500, 0.525), (1000, 0.05), (10**6, 0.05)])
@@ -65,3 +66,20 @@ def test_learning_rate_scale_rules(ranks, rule, expected):
     assert learning_rate_scale(ranks, rule) == pytest.approx(expected)
     with pytest.raises(ValueError, match="unknown learning-rate scale rule"):
         learning_rate_scale(2, "cube")
+
+
+@pytest.mark.parametrize("ranks, expected", [(1, (250, 1, 25000)), (2, (125, 1, 12500)), (4, (63, 1, 6250)),
+                                             (8, (31, 1, 3125)), (1000, (1, 1, 25))])
+def test_scaled_schedules_span_one_ranks_env_steps_under_batch_scaling(ranks, expected):
+    """--scale_schedules_by_workers: N ranks of --rank_scaling=batch make N times fewer updates per env step, so
+    the schedules counted in updates are divided by N (rounded half up, never below 1: 62.5 -> 63)."""
+    config = TrainConfig(rank_scaling="batch", scale_schedules_by_workers=True, target_update_period=250,
+                         lr_warmup_updates=1, lr_decay_updates=25000)
+    assert update_counted_schedules(config, ranks) == UpdateCountedSchedules(*expected)
+
+
+def test_schedules_stay_as_given_without_the_flag_or_a_warmup():
+    config = TrainConfig(rank_scaling="batch", target_update_period=250, lr_decay_updates=25000)
+    assert update_counted_schedules(config, 4) == UpdateCountedSchedules(250, 0, 25000)
+    scaled = TrainConfig(rank_scaling="batch", scale_schedules_by_workers=True, target_update_period=250)
+    assert update_counted_schedules(scaled, 4).lr_warmup_updates == 0  # no warm-up stays none

@@ -64,6 +64,23 @@ def test_a_second_job_into_a_logdir_in_use_stops_with_one_line_and_writes_nothin
     assert list(logdir.iterdir()) == []
 
 
+def test_scaled_schedules_keep_the_step_size_on_one_ranks_env_step_clock(tmp_path):
+    """--rank_scaling=batch, 2 ranks, --scale_schedules_by_workers: the step size decays over half the updates
+    (and the target network is copied every half as many), so at each env step it is where one rank's would be."""
+    logdir = tmp_path / "run"
+    result = _train(2, logdir, "--total_env_steps=3000", "--rank_scaling=batch", "--scale_schedules_by_workers",
+                    "--learning_rate=0.001", "--learning_rate_end=0.0001", "--lr_decay_updates=600")
+    assert ("--scale_schedules_by_workers, 2 ranks: UpdateCountedSchedules(target_update_period=25, "
+            "lr_warmup_updates=0, lr_decay_updates=300)") in result.stderr
+    rows = [row for row in _metrics(logdir) if int(row["updates"]) > 0]
+    assert len(rows) >= 2 and 0 < int(rows[0]["updates"]) < 300, rows  # rows during the decay, then after it
+    for row in rows:  # metrics.csv's rate is the one the latest update used: update number `updates`, from 0
+        latest = int(row["updates"]) - 1
+        assert float(row["learning_rate"]) == pytest.approx(0.001 - 0.0009 * min(latest / 300, 1.0), rel=1e-5), row
+    latest = int(rows[0]["updates"]) - 1  # without the flag the rate would have gone half as far by then
+    assert float(rows[0]["learning_rate"]) < 0.001 - 0.0009 * latest / 600 - 1e-5
+
+
 def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
     logdir = tmp_path / "run"
     # A step size decaying linearly from 1e-3 over 1,000 updates: the resumed half must go on from where the

@@ -24,9 +24,11 @@ from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.learning import LearningSide
 from hvd_dqn.progress import Counters
 
-# Settings that decide the shapes of what a checkpoint holds; a resumed run must agree on them.
+# Settings that decide the shapes of what a checkpoint holds, and rank_scaling, which decides what each rank's
+# envs and replay memory are (the job's split over the ranks, or each rank's own); a resumed run must agree on
+# them. A run begun before rank_scaling's default became "updates" is resumed with --rank_scaling=batch.
 _CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space", "dueling", "mixed_precision",
-                                "network", "conv_padding", "optimizer")
+                                "network", "conv_padding", "optimizer", "rank_scaling")
 
 
 class Checkpointing:

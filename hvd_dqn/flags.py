@@ -81,13 +81,14 @@ _HELP = {
     "rmsprop_epsilon": "RMSprop: added to the square root of the second moment, as PyTorch's RMSprop does "
                        "(MinAtar: 0.01); Keras' own RMSprop adds it inside the root instead.",
     "rmsprop_centered": "RMSprop: centred (divide by the gradient's estimated standard deviation, not its RMS).",
-    "rank_scaling": "How N ranks share the updates. batch: each rank updates every --train_frequency of its own "
-                    "env steps on --batch_size of its own transitions (N times fewer updates per env step, an N "
-                    "times larger global batch). updates: the job updates every --train_frequency env steps "
-                    "summed over ranks, each rank adding --batch_size / N transitions, learning starts once "
-                    "the ranks hold --learning_starts transitions together, and --num_envs and "
+    "rank_scaling": "How N ranks share the updates. updates (default): the job updates every --train_frequency "
+                    "env steps summed over ranks, each rank adding --batch_size / N transitions, learning starts "
+                    "once the ranks hold --learning_starts transitions together, and --num_envs and "
                     "--replay_capacity are split over the ranks: one rank's algorithm (updates per env step, "
-                    "global batch, start, envs and memory), whatever N.",
+                    "global batch, start, envs and memory), whatever N. batch: each rank updates every "
+                    "--train_frequency of its own env steps on --batch_size of its own transitions (N times "
+                    "fewer updates per env step, an N times larger global batch; pair it with "
+                    "--scale_lr_by_workers --scale_schedules_by_workers); needed by --elastic.",
     "lr_scale_rule": "With --scale_lr_by_workers: linear (the rate times N, Goyal et al. 2017) or sqrt (times "
                      "sqrt(N), Krizhevsky 2014; Hoffer et al. 2017).",
     "scale_lr_by_workers": "Multiply the learning rate by the number of ranks (the effective batch grows "

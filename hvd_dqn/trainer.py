@@ -448,6 +448,12 @@ class Trainer:
         logging.info("settings:\n%s", self.config.to_json())
         if self.config.scale_schedules_by_workers:
             logging.info("--scale_schedules_by_workers, %d ranks: %s", self.world.size, self.schedules)
+        elif self.config.rank_scaling == "batch" and self.world.size > 1 and not self.config.elastic:
+            # Legitimate, but the worst rule the scaling study measured (CartPole, 4 ranks: no seed of 3 solved).
+            logging.warning("--rank_scaling=batch with %d ranks makes %d times fewer updates per env step, so "
+                            "--target_update_period and the step-size warm-up and decay (counted in updates) span "
+                            "%d times the env steps they span at one rank; --scale_schedules_by_workers keeps "
+                            "them on one rank's clock", self.world.size, self.world.size, self.world.size)
         with open(os.path.join(self.logdir, "config.json"), "w") as handle:
             handle.write(self.config.to_json())
         self._upload_logs()

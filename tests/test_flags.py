@@ -32,6 +32,10 @@ def _error_line(result):
     (["--pipeline_sync_updates=0"], "hvd_dqn.train: error: --pipeline_sync_updates=0: must be a positive integer"),
     (["--elastic", "--rank_scaling=updates"], "hvd_dqn.train: error: --rank_scaling=updates: splits the job's "
                                               "--num_envs, --replay_capacity and --batch_size over a fixed number"),
+    # updates is the default, so --elastic alone must name the mode it needs.
+    (["--elastic"], "hvd_dqn.train: error: --rank_scaling=updates: splits the job's --num_envs, --replay_capacity "
+                    "and --batch_size over a fixed number of ranks, which --elastic does not have; add "
+                    "--rank_scaling=batch (the mode --elastic runs in)"),
 ])
 def test_bad_flag_gives_one_clear_line(tmp_path, flags, expected):
     line = _error_line(python_module("hvd_dqn.train", [f"--logdir={tmp_path}"] + flags, timeout=120, check=False))
@@ -92,6 +96,26 @@ def test_resume_with_another_network_is_refused(tmp_path):
                                         "--logdir or the same settings")
 
 
+def test_resume_in_the_other_rank_scaling_mode_is_refused(tmp_path):
+    """A run begun before `updates` became the default, resumed without --rank_scaling=batch, would change
+    what each rank's envs and memory are mid-run; it is refused with the setting to add."""
+    from hvd_dqn import checkpoint
+
+    saved = TrainConfig(logdir=str(tmp_path), rank_scaling="batch")
+    checkpoint.save(str(tmp_path), {}, {"env_steps": 100, "episodes": 1, "updates": 1}, saved.to_json(), keep=1)
+    result = python_module("hvd_dqn.train", [f"--logdir={tmp_path}", "--resume"], timeout=120, check=False)
+    assert _error_line(result).endswith("was written with --rank_scaling='batch' (this run: 'updates'); use "
+                                        "another --logdir or the same settings")
+
+
+def test_a_config_written_before_rank_scaling_existed_reads_as_batch():
+    """Before --rank_scaling, each rank updated on its own envs and memory: that is `batch`, not the default."""
+    written = TrainConfig(rank_scaling="batch").to_json().replace('  "rank_scaling": "batch",\n', "")
+    assert "rank_scaling" not in written
+    assert TrainConfig.from_json(written).rank_scaling == "batch" and TrainConfig().rank_scaling == "updates"
+    assert TrainConfig.from_json(TrainConfig().to_json()).rank_scaling == "updates"
+
+
 def _preset(name):
     from absl import flags
 
@@ -116,6 +140,27 @@ def test_atari_presets_follow_the_published_protocol(name, env_id):
     assert (config.repeat_action_probability, config.noop_max, config.max_episode_frames) == (0.25, 30, 108_000)
     assert (config.batch_size, config.train_frequency, config.gamma) == (32, 4, 0.99)
     assert config.total_env_steps == 10_000_000 and config.replay_capacity == 250_000
+
+
+def test_each_preset_says_how_its_ranks_share_the_updates(tmp_path):
+    """The Atari presets scale over ranks with bigger batches, the linear rule and schedules on one rank's
+    clock; the rest keep one rank's algorithm (the default). The README's elastic command must validate."""
+    for name in ("pong.flags", "breakout.flags", "pong_rainbow_lite.flags"):
+        config = _preset(name)
+        assert (config.rank_scaling, config.scale_lr_by_workers, config.lr_scale_rule,
+                config.scale_schedules_by_workers) == ("batch", True, "linear", True), name
+    assert _preset("atari_smoke.flags").rank_scaling == "batch"  # its per-rank units and Ape-X epsilons
+    for name in ("cartpole.flags", "minatar.flags", "breakout_dopamine.flags", "breakout_best.flags"):
+        assert _preset(name).rank_scaling == "updates", name
+    from absl import flags
+
+    from hvd_dqn.flags import config_from_flags, define_flags
+
+    flag_values = flags.FlagValues()
+    define_flags(flag_values)
+    flag_values(["hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'pong.flags'}", "--elastic",
+                 "--noscale_schedules_by_workers", f"--logdir={tmp_path}"])
+    assert config_from_flags(flag_values).elastic
 
 
 def test_the_dopamine_preset_has_dopamines_protocol_and_hyperparameters():

@@ -12,8 +12,9 @@ from hvd_dqn.checkpoint import latest_checkpoint, load_online_network, read_coun
 
 LEGACY_RUN = pathlib.Path(__file__).parent / "data" / "tf2.15_cartpole"
 LEGACY_CHECKPOINT = LEGACY_RUN / "checkpoints" / "ckpt-000000003000"
-# The flags of the run that wrote it; --total_env_steps and --checkpoint_interval_env_steps go on from there.
-LEGACY_FLAGS = ["--env_id=CartPole-v1", "--num_envs=2", "--hidden_sizes=32,32", "--learning_starts=500",
+# The flags of the run that wrote it (under --rank_scaling=batch, the default then); --total_env_steps and
+# --checkpoint_interval_env_steps go on from there.
+LEGACY_FLAGS = ["--rank_scaling=batch", "--env_id=CartPole-v1", "--num_envs=2", "--hidden_sizes=32,32", "--learning_starts=500",
                 "--train_frequency=2", "--batch_size=32", "--replay_capacity=4000", "--checkpoint_replay",
                 "--eval_interval_env_steps=0", "--log_interval_env_steps=1000", "--seed=7"]
 

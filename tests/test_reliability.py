@@ -72,6 +72,10 @@ def test_resume_with_replay_shards_continues_exactly_and_skips_a_corrupt_checkpo
 
     result = _train(logdir, "--total_env_steps=4500", "--resume", *variant)
     log = result.stdout + result.stderr
+    # batch at 2 ranks with the schedules left in updates: legitimate, with the study's warning.
+    assert ("--rank_scaling=batch with 2 ranks makes 2 times fewer updates per env step, so "
+            "--target_update_period and the step-size warm-up and decay (counted in updates) span 2 times the env "
+            "steps they span at one rank; --scale_schedules_by_workers keeps them on one rank's clock") in log
     restored = re.search(r"replay memories restored \(transitions per rank \[(\d+), (\d+)\]; digests \['(\w+)', '(\w+)'\]\)", log)
     assert restored, log[-3000:]
     assert [restored.group(3), restored.group(4)] == saved_digests  # each rank's memory, bit for bit
@@ -87,6 +91,10 @@ def test_resume_with_replay_shards_continues_exactly_and_skips_a_corrupt_checkpo
     os.truncate(os.path.join(newest, data), 1000)
     result = _train(logdir, "--total_env_steps=4500", "--resume", *variant)
     log = result.stdout + result.stderr
+    # batch at 2 ranks with the schedules left in updates: legitimate, with the study's warning.
+    assert ("--rank_scaling=batch with 2 ranks makes 2 times fewer updates per env step, so "
+            "--target_update_period and the step-size warm-up and decay (counted in updates) span 2 times the env "
+            "steps they span at one rank; --scale_schedules_by_workers keeps them on one rank's clock") in log
     assert f"skipping checkpoint {newest}: it does not load" in log
     assert "resumed from " + str(logdir / "checkpoints" / "ckpt-000000003000") in log
 

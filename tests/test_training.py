@@ -72,6 +72,7 @@ def test_scaled_schedules_keep_the_step_size_on_one_ranks_env_step_clock(tmp_pat
                     "--learning_rate=0.001", "--learning_rate_end=0.0001", "--lr_decay_updates=600")
     assert ("--scale_schedules_by_workers, 2 ranks: UpdateCountedSchedules(target_update_period=25, "
             "lr_warmup_updates=0, lr_decay_updates=300)") in result.stderr
+    assert "makes 2 times fewer updates per env step" not in result.stderr  # the warning is for unscaled ones
     rows = [row for row in _metrics(logdir) if int(row["updates"]) > 0]
     assert len(rows) >= 2 and 0 < int(rows[0]["updates"]) < 300, rows  # rows during the decay, then after it
     for row in rows:  # metrics.csv's rate is the one the latest update used: update number `updates`, from 0

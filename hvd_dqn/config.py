@@ -253,7 +253,8 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
              "hidden_sizes", ",".join(map(str, config.hidden_sizes)),
              "must be a comma-separated list of positive layer widths, e.g. 256,256")
     _require(config.learning_starts <= config.replay_capacity, "learning_starts", config.learning_starts,
-             f"must be <= --replay_capacity={config.replay_capacity} (both count transitions per rank)")
+             f"must be <= --replay_capacity={config.replay_capacity} (both count transitions: the job's, or "
+             "per rank under --rank_scaling=batch)")
     _require(config.batch_size <= config.learning_starts, "batch_size", config.batch_size,
              f"must be <= --learning_starts={config.learning_starts}, so the first minibatch can be drawn")
     _require(config.seed >= 0, "seed", config.seed, "must be an integer >= 0")

@@ -19,7 +19,8 @@ the commit each part was trained with) is copied to OUT_runs/np<ranks>_seed<seed
 can recompute the study from the raw episodes. Runs whose evidence is already there (made with the same preset,
 byte for byte, and flags), or that finished in --workdir (a final checkpoint at the budget), are not trained
 again: a study can be stopped and continued, in another session or on another machine, from what the repository
-holds. A run stopped part-way (SIGTERM or Ctrl-C to the study, passed on to its ranks) keeps a checkpoint with its
+holds. A run stopped part-way (SIGTERM or Ctrl-C to the study, passed on to its ranks; or a signal to horovodrun
+or the ranks themselves, which the study reports and does not take for finished) keeps a checkpoint with its
 replay memories and, when the study is started again, continues from it (--resume --checkpoint_replay). With
 CartPole or MinAtar, whose emulators the checkpoint holds too, the continued run is the run that never stopped;
 Atari's emulators cannot be saved, so the episodes under way at the stop never end in episodes.csv. run.json
@@ -146,6 +147,14 @@ def train(ranks: int, seed: int, logdir: str, args, extra, resume: bool) -> floa
                          f"run the same command again to {next_time} (see {logdir}.log)")
     if status != 0:
         raise StudyError(f"ranks {ranks}, seed {seed}: hvd_dqn.train exited with status {status}; see {logdir}.log")
+    done = finished_env_steps(logdir)
+    if done is None or done < args.budget_env_steps:
+        # The ranks stop cleanly, with a checkpoint and status 0, on a SIGTERM from anywhere (to horovodrun, or to
+        # the ranks by a scheduler); such a run is unfinished, not a result: keeping it would put a truncated
+        # curve into the study (it happened once).
+        raise StudyError(f"ranks {ranks}, seed {seed}: the run stopped at {done or 0:,} env steps, before the budget "
+                         f"of {args.budget_env_steps:,} (a signal to horovodrun or its ranks?); run the same command "
+                         f"again to continue it from its checkpoint (see {logdir}.log)")
     return time.time() - start
 
 

@@ -211,3 +211,42 @@ def test_a_study_stopped_by_sigterm_continues_its_run_from_the_checkpoint(tmp_pa
     episodes = (tmp_path / record["evidence"] / "episodes.csv").read_text()
     assert episodes.startswith(first_part) and len(episodes) > len(first_part)
     assert _study_module().finished_env_steps(str(runs / "np2_seed0")) == 8000
+
+
+def test_a_run_stopped_by_a_signal_from_outside_the_study_is_not_taken_for_finished(tmp_path):
+    """SIGTERM to horovodrun (not to the study) makes the ranks stop cleanly, with a checkpoint and status 0.
+    The study once took such a run for finished and kept its truncated curve as evidence; it must name the
+    unfinished run instead, keep no evidence and write no study JSON, and leave the checkpoint to continue from."""
+    import signal
+    import subprocess
+    import time
+
+    import psutil
+
+    runs = tmp_path / "runs"
+    command = [PYTHON, str(REPO / "scripts" / "scaling_study.py"), f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+               "--ranks=2", "--seeds=0", "--target=30", "--window=10", "--budget_env_steps=8000",
+               f"--workdir={runs}", f"--out={tmp_path / 'cartpole'}", "--", "--learning_starts=500",
+               "--log_interval_env_steps=1000"]
+    study = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    log = runs / "np2_seed0.log"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (log.exists() and "env steps 2,000/" in log.read_text()):
+        time.sleep(1)
+    [horovodrun] = [child for child in psutil.Process(study.pid).children()
+                    if any("horovodrun" in part for part in child.cmdline())]
+    horovodrun.send_signal(signal.SIGTERM)
+    out, err = study.communicate(timeout=300)
+    checkpoints = sorted((runs / "np2_seed0" / "checkpoints").glob("ckpt-*"))
+    stopped_at = int(checkpoints[-1].name.split("-")[1]) if checkpoints else 0
+    assert study.returncode == 2, (out, err)
+    assert stopped_at < 8000
+    assert err.strip() in (
+        # horovodrun's ranks checkpointed and exited cleanly (what happened in the incident)
+        f"scaling_study.py: error: ranks 2, seed 0: the run stopped at {stopped_at:,} env steps, before the budget "
+        f"of 8,000 (a signal to horovodrun or its ranks?); run the same command again to continue it from its "
+        f"checkpoint (see {runs / 'np2_seed0'}.log)",
+        # or horovodrun killed them before they finished
+        f"scaling_study.py: error: ranks 2, seed 0: hvd_dqn.train exited with status 1; see {runs / 'np2_seed0'}.log")
+    assert not (tmp_path / "cartpole_runs" / "np2_seed0").exists()
+    assert not (tmp_path / "cartpole.json").exists()

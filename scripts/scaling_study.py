@@ -16,9 +16,9 @@ measured at the same budget.
 
 Each finished run's evidence (episodes.csv, metrics.csv, config.json and run.json with its flags, wall time and
 the commit each part was trained with) is copied to OUT_runs/np<ranks>_seed<seed>/, beside the results, so anyone
-can recompute the study from the raw episodes. Runs whose evidence is already there (made with the same preset,
-byte for byte, and flags), or that finished in --workdir (a final checkpoint at the budget), are not trained
-again: a study can be stopped and continued, in another session or on another machine, from what the repository
+can recompute the study from the raw episodes. Runs whose evidence is already there (made with the same preset
+flags, comments aside, and the same flags after --), or that finished in --workdir (a final checkpoint at the
+budget), are not trained again: a study can be stopped and continued, in another session or on another machine, from what the repository
 holds. A run stopped part-way (SIGTERM or Ctrl-C to the study, passed on to its ranks; or a signal to horovodrun
 or the ranks themselves, which the study reports and does not take for finished) keeps a checkpoint with its
 replay memories and, when the study is started again, continues from it (--resume --checkpoint_replay). With
@@ -34,6 +34,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -272,6 +273,34 @@ def keep_evidence(logdir: str, evidence: str, provenance: dict) -> None:
         handle.write("\n")
 
 
+def preset_flags_digest(preset: bytes) -> str:
+    """The sha256 (16 hex digits) of what a preset sets: its flag lines in order, without comments and blank
+    lines (absl's flagfile syntax: whole-line comments only). Evidence is tied to this, so correcting a
+    preset's comments does not orphan the runs made with it, while any change of a value does."""
+    lines = (line.strip() for line in preset.decode("utf-8").splitlines())
+    flags_only = "\n".join(line for line in lines if line and not line.startswith(("#", "//")))
+    return hashlib.sha256(flags_only.encode("utf-8")).hexdigest()[:16]
+
+
+def recorded_flags_digest(kept: dict):
+    """The preset_flags_sha256 of evidence. Evidence kept before that field existed holds the preset's raw
+    sha256 only: its flags digest is computed from the version of the preset in the repository's history whose
+    raw sha256 that is. None if no such version is found (a preset never committed as it was run)."""
+    if "preset_flags_sha256" in kept:
+        return kept["preset_flags_sha256"]
+    if not kept.get("flagfile") or not kept.get("flagfile_sha256"):
+        return None
+    def git(*arguments):
+        return subprocess.run(["git", *arguments], cwd=REPO, capture_output=True)
+
+    versions = git("log", "--format=%H", "--", kept["flagfile"]).stdout.decode().split()
+    for commit in versions:
+        shown = git("show", f"{commit}:{kept['flagfile']}")
+        if shown.returncode == 0 and hashlib.sha256(shown.stdout).hexdigest()[:16] == kept["flagfile_sha256"]:
+            return preset_flags_digest(shown.stdout)
+    return None
+
+
 def kept_evidence(evidence: str, provenance: dict):
     """The provenance of complete evidence in `evidence` made as `provenance` asks, None if there is none; a
     StudyError if the evidence there was made with another preset, flags or budget (it would be mixed in)."""
@@ -280,7 +309,11 @@ def kept_evidence(evidence: str, provenance: dict):
             kept = json.load(handle)
     except (OSError, ValueError):
         return None
-    differing = [key for key in ("flagfile", "flagfile_sha256", "extra_flags", "job_num_envs", "budget_env_steps",
+    flags_digest = recorded_flags_digest(kept)
+    # The preset's flags decide; where they cannot be shown for old evidence, its raw sha256 (comments too).
+    preset_key = "preset_flags_sha256" if flags_digest is not None else "flagfile_sha256"
+    kept = dict(kept, preset_flags_sha256=flags_digest) if flags_digest is not None else kept
+    differing = [key for key in ("flagfile", preset_key, "extra_flags", "job_num_envs", "budget_env_steps",
                                  "ranks", "seed")
                  if kept.get(key) != provenance[key]]
     if differing:
@@ -399,13 +432,15 @@ def main(argv=None) -> int:
         records, missing, task = [], [], None
         evidence_root = args.out + "_runs"
         with open(args.flagfile, "rb") as handle:  # evidence is tied to the preset's content, not only its name
-            preset_digest = hashlib.sha256(handle.read()).hexdigest()[:16]
+            preset = handle.read()
         for ranks in ranks_list:
             for seed in seeds:
                 name = f"np{ranks}_seed{seed}"
                 logdir = os.path.abspath(os.path.join(args.workdir, name))
                 evidence = os.path.join(evidence_root, name)
-                provenance = dict(flagfile=os.path.relpath(args.flagfile, REPO), flagfile_sha256=preset_digest,
+                provenance = dict(flagfile=os.path.relpath(args.flagfile, REPO),
+                                  flagfile_sha256=hashlib.sha256(preset).hexdigest()[:16],
+                                  preset_flags_sha256=preset_flags_digest(preset),
                                   extra_flags=extra, job_num_envs=args.job_num_envs,
                                   budget_env_steps=args.budget_env_steps, ranks=ranks, seed=seed)
                 run_flags = extra + ([] if args.job_num_envs is None else [f"--num_envs={args.job_num_envs // ranks}"])

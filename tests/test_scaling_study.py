@@ -103,11 +103,44 @@ def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path)
     assert mixed.returncode == 2 and mixed.stderr.strip() == (
         f"scaling_study.py: error: {evidence} holds a run made with another extra_flags "
         f"(extra_flags={extra!r}); choose another --out")
-    # Nor is evidence made with another version of the preset under the same name.
+    # A preset whose comments were corrected sets the same flags: its evidence stands.
+    preset.write_text("# a comment corrected after the runs\n" + preset.read_text() + "\n# and one added\n")
+    commented = run([*study_command, f"--out={out}", "--", *extra], timeout=120)
+    assert "training:" not in commented.stdout
+    assert json.loads((tmp_path / "cartpole.json").read_text())["runs"] == study["runs"]
+    # But evidence made with another version of the preset's flags under the same name is refused.
     preset.write_text(preset.read_text() + "--gamma=0.98\n")
     changed = run([*study_command, f"--out={out}", "--", *extra], timeout=120, check=False)
     assert changed.returncode == 2 and changed.stderr.strip().startswith(
-        f"scaling_study.py: error: {evidence} holds a run made with another flagfile_sha256 (flagfile_sha256='")
+        f"scaling_study.py: error: {evidence} holds a run made with another preset_flags_sha256 "
+        "(preset_flags_sha256='")
+
+
+def test_evidence_kept_before_the_flags_digest_is_matched_through_the_presets_history(tmp_path):
+    """Evidence from before preset_flags_sha256 holds the preset's raw sha256 only; the version of the preset
+    with that sha256 is found in the repository's history and its flags compared, so the MinAtar Breakout runs
+    stand while the preset's comments change. A raw sha256 of no committed version is still compared raw."""
+    import subprocess
+
+    if subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=REPO, capture_output=True,
+                      text=True).stdout.strip() == "true":
+        pytest.skip("a shallow clone lacks the preset's history")
+    study = _study_module()
+    legacy = REPO / "results" / "scaling" / "minatar_breakout_updates_runs" / "np1_seed0"
+    kept = json.loads((legacy / "run.json").read_text())
+    assert "preset_flags_sha256" not in kept  # as written in 2026-11, before the field
+    preset = (REPO / "configs" / "minatar.flags").read_bytes()
+    provenance = dict(flagfile="configs/minatar.flags", flagfile_sha256="0" * 16,  # the raw bytes do not decide
+                      preset_flags_sha256=study.preset_flags_digest(preset), extra_flags=["--rank_scaling=updates"],
+                      job_num_envs=None, budget_env_steps=250000, ranks=1, seed=0)
+    assert study.kept_evidence(str(legacy), provenance)["wall_s"] == kept["wall_s"]
+    with pytest.raises(study.StudyError, match="another preset_flags_sha256"):
+        study.kept_evidence(str(legacy), dict(provenance, preset_flags_sha256="1" * 16))
+    unknown = tmp_path / "np1_seed0"
+    unknown.mkdir()
+    (unknown / "run.json").write_text(json.dumps(dict(kept, flagfile_sha256="f" * 16)))
+    with pytest.raises(study.StudyError, match=r"another flagfile_sha256 \(flagfile_sha256='ffffffffffffffff'\)"):
+        study.kept_evidence(str(unknown), provenance)
 
 
 @pytest.mark.parametrize("arguments, message", [

@@ -219,12 +219,14 @@ def recorded_wall(logdir: str):
 
 
 def code_version() -> str:
-    """The repository's commit, with "+changes" if files under version control differ from it."""
+    """The repository's commit, with "+changes" if files under version control differ from it, results/ aside:
+    a study rewrites its own OUT.json and OUT.png there, and the next run's code is no less the commit's."""
     def git(*arguments):
         return subprocess.run(["git", *arguments], cwd=REPO, capture_output=True, text=True).stdout.strip()
 
     commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    return commit + ("+changes" if git("status", "--porcelain", "--untracked-files=no") else "")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
+    return commit + ("+changes" if changed else "")
 
 
 def recorded_commits(logdir: str):

@@ -283,3 +283,27 @@ def test_a_run_stopped_by_a_signal_from_outside_the_study_is_not_taken_for_finis
         f"scaling_study.py: error: ranks 2, seed 0: hvd_dqn.train exited with status 1; see {runs / 'np2_seed0'}.log")
     assert not (tmp_path / "cartpole_runs" / "np2_seed0").exists()
     assert not (tmp_path / "cartpole.json").exists()
+
+
+def test_the_recorded_code_version_ignores_the_studys_own_results(tmp_path, monkeypatch):
+    """A run's commit gets "+changes" when code or presets differ from it, not when a study has rewritten its
+    OUT.json under results/ (which marked a 4-rank Breakout run "+changes" with the commit's own code)."""
+    import subprocess
+
+    def git(*arguments):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *arguments], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "study.json").write_text("{}\n")
+    (tmp_path / "trainer.py").write_text("x = 1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "first")
+    study = _study_module()
+    monkeypatch.setattr(study, "REPO", str(tmp_path))
+    assert re.fullmatch(r"[0-9a-f]{12}", study.code_version())
+    (tmp_path / "results" / "study.json").write_text('{"runs": []}\n')
+    assert re.fullmatch(r"[0-9a-f]{12}", study.code_version())
+    (tmp_path / "trainer.py").write_text("x = 2\n")
+    assert re.fullmatch(r"[0-9a-f]{12}\+changes", study.code_version())

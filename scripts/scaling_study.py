@@ -469,6 +469,9 @@ def main(argv=None) -> int:
                 records.append(record)
                 print(f"[{PROGRAM}] ranks {ranks} seed {seed}: env steps to target {record['env_steps_to_target']}, "
                       f"final return {record['final_return']:.1f}", flush=True)
+        if not records:  # only under --report_only: a study that trains has a record of every run or stops
+            raise StudyError(f"--report_only: {evidence_root} holds no evidence of these runs (ranks {args.ranks}, "
+                             f"seeds {args.seeds}); train them first, without --report_only")
         study = dict(task=task, flagfile=os.path.relpath(args.flagfile, REPO), extra_flags=extra,
                      job_num_envs=args.job_num_envs, target=args.target,
                      window=args.window, budget_env_steps=args.budget_env_steps, ranks=ranks_list, seeds=seeds,

@@ -307,3 +307,15 @@ def test_the_recorded_code_version_ignores_the_studys_own_results(tmp_path, monk
     assert re.fullmatch(r"[0-9a-f]{12}", study.code_version())
     (tmp_path / "trainer.py").write_text("x = 2\n")
     assert re.fullmatch(r"[0-9a-f]{12}\+changes", study.code_version())
+
+
+def test_report_only_without_any_evidence_says_so_in_one_line(tmp_path):
+    """--report_only with an --out that holds no runs (a mistyped --out, say) names the folder it looked in,
+    instead of a plotting traceback over no data."""
+    result = run([PYTHON, str(REPO / "scripts" / "scaling_study.py"), f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+                  "--ranks=1,2", "--seeds=0,1", "--target=475", "--budget_env_steps=100000", f"--workdir={tmp_path}",
+                  f"--out={tmp_path / 'typo'}", "--report_only"], timeout=120, check=False)
+    assert result.returncode == 2 and result.stderr.strip() == (
+        f"scaling_study.py: error: --report_only: {tmp_path / 'typo'}_runs holds no evidence of these runs "
+        "(ranks 1,2, seeds 0,1); train them first, without --report_only")
+    assert not (tmp_path / "typo.json").exists() and not (tmp_path / "typo.png").exists()

@@ -18,8 +18,8 @@ Each finished run's evidence (episodes.csv, metrics.csv, config.json and run.jso
 the commit each part was trained with) is copied to OUT_runs/np<ranks>_seed<seed>/, beside the results, so anyone
 can recompute the study from the raw episodes. Runs whose evidence is already there (made with the same preset
 flags, comments aside, and the same flags after --), or that finished in --workdir (a final checkpoint at the
-budget), are not trained again: a study can be stopped and continued, in another session or on another machine, from what the repository
-holds. A run stopped part-way (SIGTERM or Ctrl-C to the study, passed on to its ranks; or a signal to horovodrun
+budget), are not trained again: a study can be stopped and continued, in another session or on another machine,
+from what the repository holds. A run stopped part-way (SIGTERM or Ctrl-C to the study, passed on to its ranks; or a signal to horovodrun
 or the ranks themselves, which the study reports and does not take for finished) keeps a checkpoint with its
 replay memories and, when the study is started again, continues from it (--resume --checkpoint_replay). With
 CartPole or MinAtar, whose emulators the checkpoint holds too, the continued run is the run that never stopped;
@@ -218,14 +218,16 @@ def recorded_wall(logdir: str):
         return None
 
 
+def git(*arguments) -> subprocess.CompletedProcess:
+    """A git command in the repository, its output as bytes (a preset's content is compared byte for byte)."""
+    return subprocess.run(["git", *arguments], cwd=REPO, capture_output=True)
+
+
 def code_version() -> str:
     """The repository's commit, with "+changes" if files under version control differ from it, results/ aside:
     a study rewrites its own OUT.json and OUT.png there, and the next run's code is no less the commit's."""
-    def git(*arguments):
-        return subprocess.run(["git", *arguments], cwd=REPO, capture_output=True, text=True).stdout.strip()
-
-    commit = git("rev-parse", "--short=12", "HEAD") or "unknown"
-    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results")
+    commit = git("rev-parse", "--short=12", "HEAD").stdout.decode().strip() or "unknown"
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)results").stdout.strip()
     return commit + ("+changes" if changed else "")
 
 
@@ -292,9 +294,6 @@ def recorded_flags_digest(kept: dict):
         return kept["preset_flags_sha256"]
     if not kept.get("flagfile") or not kept.get("flagfile_sha256"):
         return None
-    def git(*arguments):
-        return subprocess.run(["git", *arguments], cwd=REPO, capture_output=True)
-
     versions = git("log", "--format=%H", "--", kept["flagfile"]).stdout.decode().split()
     for commit in versions:
         shown = git("show", f"{commit}:{kept['flagfile']}")
@@ -312,9 +311,10 @@ def kept_evidence(evidence: str, provenance: dict):
     except (OSError, ValueError):
         return None
     flags_digest = recorded_flags_digest(kept)
-    # The preset's flags decide; where they cannot be shown for old evidence, its raw sha256 (comments too).
-    preset_key = "preset_flags_sha256" if flags_digest is not None else "flagfile_sha256"
-    kept = dict(kept, preset_flags_sha256=flags_digest) if flags_digest is not None else kept
+    if flags_digest is None:  # old evidence whose preset is not in the history: its raw sha256 (comments too)
+        preset_key = "flagfile_sha256"
+    else:  # the preset's flags decide
+        preset_key, kept = "preset_flags_sha256", dict(kept, preset_flags_sha256=flags_digest)
     differing = [key for key in ("flagfile", preset_key, "extra_flags", "job_num_envs", "budget_env_steps",
                                  "ranks", "seed")
                  if kept.get(key) != provenance[key]]

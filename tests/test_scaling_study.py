@@ -19,6 +19,25 @@ def _study_module():
     return module
 
 
+def _start_a_two_rank_study_and_wait_for_2000_env_steps(tmp_path):
+    """(workdir, command, the study's process) of an 8,000-env-step CartPole study on 2 ranks, once its run has
+    logged 2,000 env steps: a run under way, for the tests that stop it."""
+    import subprocess
+    import time
+
+    runs = tmp_path / "runs"
+    command = [PYTHON, str(REPO / "scripts" / "scaling_study.py"), f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+               "--ranks=2", "--seeds=0", "--target=30", "--window=10", "--budget_env_steps=8000",
+               f"--workdir={runs}", f"--out={tmp_path / 'cartpole'}", "--", "--learning_starts=500",
+               "--log_interval_env_steps=1000"]
+    study = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    log = runs / "np2_seed0.log"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (log.exists() and "env steps 2,000/" in log.read_text()):
+        time.sleep(1)
+    return runs, command, study
+
+
 def test_target_is_reached_when_a_window_of_consecutive_episodes_averages_it():
     study = _study_module()
     # (env steps at the episode's end, return), deliberately out of order (two ranks' rows interleave).
@@ -209,19 +228,8 @@ def test_a_study_stopped_by_sigterm_continues_its_run_from_the_checkpoint(tmp_pa
     same command continues that run (--resume --checkpoint_replay) instead of training it again, keeps the
     episodes already logged, and records that the run was trained in two parts."""
     import signal
-    import subprocess
-    import time
 
-    runs = tmp_path / "runs"
-    command = [PYTHON, str(REPO / "scripts" / "scaling_study.py"), f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-               "--ranks=2", "--seeds=0", "--target=30", "--window=10", "--budget_env_steps=8000",
-               f"--workdir={runs}", f"--out={tmp_path / 'cartpole'}", "--", "--learning_starts=500",
-               "--log_interval_env_steps=1000"]
-    study = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    log = runs / "np2_seed0.log"
-    deadline = time.time() + 300
-    while time.time() < deadline and not (log.exists() and "env steps 2,000/" in log.read_text()):
-        time.sleep(1)
+    runs, command, study = _start_a_two_rank_study_and_wait_for_2000_env_steps(tmp_path)
     study.send_signal(signal.SIGTERM)
     out, err = study.communicate(timeout=300)
     checkpoint = sorted((runs / "np2_seed0" / "checkpoints").glob("ckpt-*"))[-1]
@@ -235,7 +243,7 @@ def test_a_study_stopped_by_sigterm_continues_its_run_from_the_checkpoint(tmp_pa
     again = run(command, timeout=600)
     assert f"continuing from {stopped_at:,} env steps: ranks 2, seed 0" in again.stdout
     assert "training:" not in again.stdout
-    assert "replay memories restored" in log.read_text()
+    assert "replay memories restored" in (runs / "np2_seed0.log").read_text()
     [record] = json.loads((tmp_path / "cartpole.json").read_text())["runs"]
     assert record["parts"] == 2 and record["wall_s"] > 0
     run_json = json.loads((tmp_path / record["evidence"] / "run.json").read_text())
@@ -251,21 +259,10 @@ def test_a_run_stopped_by_a_signal_from_outside_the_study_is_not_taken_for_finis
     The study once took such a run for finished and kept its truncated curve as evidence; it must name the
     unfinished run instead, keep no evidence and write no study JSON, and leave the checkpoint to continue from."""
     import signal
-    import subprocess
-    import time
 
     import psutil
 
-    runs = tmp_path / "runs"
-    command = [PYTHON, str(REPO / "scripts" / "scaling_study.py"), f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-               "--ranks=2", "--seeds=0", "--target=30", "--window=10", "--budget_env_steps=8000",
-               f"--workdir={runs}", f"--out={tmp_path / 'cartpole'}", "--", "--learning_starts=500",
-               "--log_interval_env_steps=1000"]
-    study = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    log = runs / "np2_seed0.log"
-    deadline = time.time() + 300
-    while time.time() < deadline and not (log.exists() and "env steps 2,000/" in log.read_text()):
-        time.sleep(1)
+    runs, command, study = _start_a_two_rank_study_and_wait_for_2000_env_steps(tmp_path)
     [horovodrun] = [child for child in psutil.Process(study.pid).children()
                     if any("horovodrun" in part for part in child.cmdline())]
     horovodrun.send_signal(signal.SIGTERM)

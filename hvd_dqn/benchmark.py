@@ -42,8 +42,6 @@ import json
 import os
 import time
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # see hvd_dqn/train.py
-
 import numpy as np
 from absl import app, flags
 

@@ -11,10 +11,7 @@ screen. Runs in one process; Horovod is not needed.
 from __future__ import annotations
 
 import json
-import os
 from typing import Optional
-
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # see hvd_dqn/train.py
 
 from absl import app, flags
 

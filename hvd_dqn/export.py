@@ -23,8 +23,6 @@ import os
 import shutil
 import tempfile
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")  # see hvd_dqn/train.py
-
 from absl import app, flags
 
 from hvd_dqn.cli import fail, flags_parser

@@ -24,7 +24,7 @@ import sys
 
 from absl import app, flags, logging
 
-from hvd_dqn import cli, storage
+from hvd_dqn import cli, quiet_tensorflow, storage
 from hvd_dqn.checkpoint import CheckpointError
 from hvd_dqn.config import ConfigError, TrainConfig, validate
 from hvd_dqn.flags import config_from_flags, define_flags
@@ -91,10 +91,10 @@ def _start_ray():
         raise ConfigError("needs Ray: pip install -c constraints.txt -e '.[ray]' (scripts/setup.sh installs it)") \
             from None
 
-    # Set in every worker from its start: TensorFlow's C++ start-up chatter off (as hvd_dqn.train does), Keras 2
+    # Set in every worker from its start: TensorFlow's C++ log threshold (as importing hvd_dqn sets it), Keras 2
     # behind tf.keras whatever the worker imports first (see hvd_dqn/__init__.py), and horovod.ray's use of a
     # Ray API that Ray 2.60 deprecates not warned about once per worker.
-    runtime_env = {"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "3"),
+    runtime_env = {"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", quiet_tensorflow.DEFAULT_TF_CPP_MIN_LOG_LEVEL),
                                 "TF_USE_LEGACY_KERAS": "1",
                                 "PYTHONWARNINGS": "ignore::DeprecationWarning"}}
     unreachable = _unreachable(FLAGS.ray_address)

@@ -5,12 +5,8 @@ This module is the command line: flags, the one-line error that a bad setting ge
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
-
-# TensorFlow's C++ start-up chatter once per rank; set TF_CPP_MIN_LOG_LEVEL=0 to see it.
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from absl import app, flags, logging
 

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import hvd_dqn  # noqa: F401  (first: it selects Keras 2 for TensorFlow in the tests and every process they start)
+from hvd_dqn.quiet_tensorflow import DEFAULT_TF_CPP_MIN_LOG_LEVEL
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 MP_SCRIPTS = REPO / "tests" / "mp"
@@ -42,7 +43,7 @@ def _horovodrun() -> str:
 def subprocess_env() -> dict:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", DEFAULT_TF_CPP_MIN_LOG_LEVEL)  # hvd_dqn's own, for horovodrun too
     env["TF_USE_LEGACY_KERAS"] = "1"  # for test scripts that import TensorFlow before hvd_dqn
     # CI runs as root; Open MPI refuses to start as root without these.
     env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")

@@ -91,7 +91,7 @@ def main(argv) -> None:
         _fail(str(error))
     if FLAGS.round_seconds <= 0 or FLAGS.rounds <= 0:
         _fail("--round_seconds and --rounds must be positive")
-    from hvd_dqn import distributed
+    from hvd_dqn.run import distributed
 
     if FLAGS.part == "training":  # the child process of run_benchmark: see _training_part
         distributed.init_horovod(intra_op_threads=1, inter_op_threads=2)
@@ -127,12 +127,12 @@ def main(argv) -> None:
 def run_benchmark(config, seconds: float, rounds: int) -> dict:
     import tensorflow as tf
 
-    from hvd_dqn import distributed
-    from hvd_dqn.actor import EpsilonGreedyActor, act_and_store
+    from hvd_dqn.agent.learner import DQNLearner, huber, make_optimizer, td_targets
+    from hvd_dqn.agent.networks import q_network_for
+    from hvd_dqn.agent.policy import EpsilonGreedyActor, act_and_store
     from hvd_dqn.envs import env_seeds, make_env_for, spec_of
-    from hvd_dqn.learner import DQNLearner, huber, make_optimizer, td_targets
-    from hvd_dqn.networks import q_network_for
-    from hvd_dqn.learning import make_replay_memory
+    from hvd_dqn.run import distributed
+    from hvd_dqn.run.learning_side import make_replay_memory
 
     tf.keras.utils.set_random_seed(config.seed)
     rng = np.random.default_rng(config.seed)
@@ -254,8 +254,8 @@ def run_allreduce_benchmark(config, seconds: float, rounds: int) -> dict:
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
+    from hvd_dqn.agent.networks import q_network_for
     from hvd_dqn.envs import make_env_for, spec_of
-    from hvd_dqn.networks import q_network_for
 
     env = make_env_for(dataclasses.replace(config, env_threads=1), 1)
     spec = spec_of(env)
@@ -373,7 +373,7 @@ def _training_part(config, seconds: float, rounds: int, report: str) -> None:
 
 
 TRAINING_MODES = {  # name: (--pipeline, --overlap_acting)
-    "pipeline": ("on", False),  # acting ahead on its own thread (hvd_dqn.pipeline): Atari's default
+    "pipeline": ("on", False),  # acting ahead on its own thread (hvd_dqn.run.pipeline): Atari's default
     "overlap": ("off", True),  # the emulators' own threads step while the previous step's updates are made
     "in_order": ("off", False),
 }
@@ -404,7 +404,7 @@ def _full_trainer(config, spec, rng: np.random.Generator, pipeline: str, overlap
     exploration at its final epsilon, the update and inference traced."""
     import tempfile
 
-    from hvd_dqn.trainer import Trainer
+    from hvd_dqn.run.trainer import Trainer
 
     trainer = Trainer(dataclasses.replace(
         config, pipeline=pipeline, overlap_acting=overlap, env_threads=1, intra_op_threads=1,
@@ -444,7 +444,7 @@ def _exported_policy_rates(online, spec, rng: np.random.Generator, seconds: floa
 
     import tensorflow as tf
 
-    from hvd_dqn.serving import save_greedy_policy
+    from hvd_dqn.agent.serving import save_greedy_policy
 
     with tempfile.TemporaryDirectory(prefix="hvd_dqn_policy_") as folder:
         save_greedy_policy(online, spec.observation_shape, tf.as_dtype(spec.observation_dtype), folder)

@@ -16,13 +16,12 @@ import json
 import os
 from typing import Optional, Tuple
 
-from hvd_dqn import storage
+from hvd_dqn.logdir import storage
 
-
-LOSSES = ("huber", "mse")  # the TD losses hvd_dqn.learner knows
-NETWORKS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # hvd_dqn.networks.build_q_network
+LOSSES = ("huber", "mse")  # the TD losses hvd_dqn.agent.learner knows
+NETWORKS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # hvd_dqn.agent.networks.build_q_network
 CONV_PADDINGS = ("valid", "same")  # the Nature CNN's convolutions: Mnih et al.'s, or Flax's (Dopamine)
-OPTIMIZERS = ("adam", "rmsprop")  # hvd_dqn.learner.make_optimizer
+OPTIMIZERS = ("adam", "rmsprop")  # hvd_dqn.agent.learner.make_optimizer
 RANK_SCALINGS = ("batch", "updates")  # how the work of an update is shared when ranks are added
 LR_SCALE_RULES = ("linear", "sqrt")  # --scale_lr_by_workers: the rate times N, or times sqrt(N)
 PIPELINE_MODES = ("auto", "on", "off")  # auto: on where the emulators step outside Python's lock (Atari)
@@ -134,7 +133,7 @@ class TrainConfig:
     elastic_commit_env_steps: int = 5_000  # env steps (summed over ranks) between two elastic commits
 
     # Performance.
-    # Acting runs ahead of learning on a thread of its own (hvd_dqn.pipeline), by at most pipeline_lead_env_steps
+    # Acting runs ahead of learning on a thread of its own (hvd_dqn.run.pipeline), by at most pipeline_lead_env_steps
     # (the job's env steps; -1: enough to act on through two updates), with the learner's weights copied to it
     # after every pipeline_sync_updates updates. Same replay ratio and memory as in order; reproducible.
     # "auto": on for emulators that step outside Python's interpreter lock (Atari); Python envs step in order.

@@ -41,10 +41,10 @@ def evaluate(checkpoint_path: str, episodes: int, epsilon: Optional[float], seed
     (None: the training run's eval_epsilon); with `video`, also films one episode into that file."""
     import numpy as np
 
-    from hvd_dqn import checkpoint
-    from hvd_dqn.actor import EpsilonGreedyActor
+    from hvd_dqn.agent.episodes import run_episodes
+    from hvd_dqn.agent.policy import EpsilonGreedyActor
     from hvd_dqn.envs import spec_of
-    from hvd_dqn.evaluation import run_episodes
+    from hvd_dqn.logdir import checkpoint
 
     config, env, online = checkpoint.load_online_network(checkpoint_path, episodes)
     if epsilon is None:
@@ -58,7 +58,7 @@ def evaluate(checkpoint_path: str, episodes: int, epsilon: Optional[float], seed
                    checkpoint=checkpoint_path, env_steps=counters["env_steps"], updates=counters["updates"],
                    returns=[float(value) for value in results.returns])
     if video:
-        from hvd_dqn.video import record_episode, write_video
+        from hvd_dqn.logdir.video import record_episode, write_video
 
         recorded = record_episode(actor, config, epsilon, seed)
         try:
@@ -78,13 +78,13 @@ def main(argv) -> None:
     if FLAGS.epsilon is not None and not 0.0 <= FLAGS.epsilon <= 1.0:
         _fail(f"--epsilon={FLAGS.epsilon}: must be a probability in [0, 1]")
     if FLAGS.video:
-        from hvd_dqn.video import check_video_path
+        from hvd_dqn.logdir.video import check_video_path
 
         try:
             check_video_path(FLAGS.video)  # before the episodes, not after
         except ValueError as error:
             _fail(str(error))
-    from hvd_dqn import checkpoint
+    from hvd_dqn.logdir import checkpoint
 
     try:
         path = checkpoint.resolve(FLAGS.logdir, FLAGS.checkpoint)

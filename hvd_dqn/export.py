@@ -45,9 +45,9 @@ def export(checkpoint_path: str, out: str, overwrite: bool = False) -> dict:
     import numpy as np
     import tensorflow as tf
 
-    from hvd_dqn import checkpoint
+    from hvd_dqn.agent.serving import POLICY_INFO, save_greedy_policy
     from hvd_dqn.envs import spec_of
-    from hvd_dqn.serving import POLICY_INFO, save_greedy_policy
+    from hvd_dqn.logdir import checkpoint
 
     out = os.path.abspath(out)
     if os.path.exists(out) and not overwrite:
@@ -89,7 +89,7 @@ def main(argv) -> None:
         _fail(f"unexpected arguments {' '.join(argv[1:])}")
     if not FLAGS.out:
         _fail("--out: required (the folder to write the SavedModel to)")
-    from hvd_dqn import checkpoint
+    from hvd_dqn.logdir import checkpoint
 
     try:
         path = checkpoint.resolve(FLAGS.logdir, FLAGS.checkpoint)

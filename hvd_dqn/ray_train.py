@@ -3,7 +3,7 @@
 
 The same training as `horovodrun -np N python -m hvd_dqn.train`, launched by Horovod's own Ray integration
 (`horovod.ray.RayExecutor`): Ray places N actors (C CPUs and, with --use_gpu, one GPU each), Horovod forms its
-Gloo ring between them, and each actor runs one rank of `hvd_dqn.trainer.Trainer`. This driver process checks
+Gloo ring between them, and each actor runs one rank of `hvd_dqn.run.trainer.Trainer`. This driver process checks
 the flags first, so a bad flag is one line before any Ray process starts; it then prints rank 0's progress
 (Ray forwards the actors' logs) and ends with one line: the run's summary, or the first worker's error.
 
@@ -11,7 +11,7 @@ Without --ray_address a Ray instance is started on this machine, on 127.0.0.1 on
 the cluster this machine belongs to (`ray start`), ray://HOST:10001 a remote one through Ray Client.
 
 With --elastic the workers run on Horovod's elastic Ray executor (between --min_workers and --num_workers
-of them) and hvd_dqn's elastic state (hvd_dqn/elastic.py) rolls the survivors back to the last commit when
+of them) and hvd_dqn's elastic state (hvd_dqn/run/elastic.py) rolls the survivors back to the last commit when
 a worker is lost, as under an elastic horovodrun.
 """
 from __future__ import annotations
@@ -24,10 +24,11 @@ import sys
 
 from absl import app, flags, logging
 
-from hvd_dqn import cli, quiet_tensorflow, storage
-from hvd_dqn.checkpoint import CheckpointError
+from hvd_dqn import cli, quiet_tensorflow
 from hvd_dqn.config import ConfigError, TrainConfig, validate
 from hvd_dqn.flags import config_from_flags, define_flags
+from hvd_dqn.logdir import storage
+from hvd_dqn.logdir.checkpoint import CheckpointError
 
 define_flags()  # hvd_dqn.train's flags, which this program takes as its own
 
@@ -53,9 +54,10 @@ FLAGS = flags.FLAGS
 def train_on_worker(config: TrainConfig) -> dict:
     """Runs in each Ray worker as one Horovod rank (RayExecutor has set its HOROVOD_* variables). Returns
     {"counters": ...} or {"error": one line}, so the driver reports a training error without a traceback."""
-    from hvd_dqn import distributed
+    from hvd_dqn.run import distributed
+
     # In the worker only: the driver checks flags and starts Ray without TensorFlow's seconds-long import.
-    from hvd_dqn.trainer import Trainer
+    from hvd_dqn.run.trainer import Trainer
 
     rank = distributed.launcher_rank()
     logging.set_verbosity(logging.INFO if rank == 0 else logging.WARNING)  # rank 0 alone reports progress
@@ -94,7 +96,8 @@ def _start_ray():
     # Set in every worker from its start: TensorFlow's C++ log threshold (as importing hvd_dqn sets it), Keras 2
     # behind tf.keras whatever the worker imports first (see hvd_dqn/__init__.py), and horovod.ray's use of a
     # Ray API that Ray 2.60 deprecates not warned about once per worker.
-    runtime_env = {"env_vars": {"TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", quiet_tensorflow.DEFAULT_TF_CPP_MIN_LOG_LEVEL),
+    tf_log_level = os.environ.get("TF_CPP_MIN_LOG_LEVEL", quiet_tensorflow.DEFAULT_TF_CPP_MIN_LOG_LEVEL)
+    runtime_env = {"env_vars": {"TF_CPP_MIN_LOG_LEVEL": tf_log_level,
                                 "TF_USE_LEGACY_KERAS": "1",
                                 "PYTHONWARNINGS": "ignore::DeprecationWarning"}}
     unreachable = _unreachable(FLAGS.ray_address)

@@ -1,7 +1,7 @@
 """Data-parallel DQN training: `horovodrun -np N python -m hvd_dqn.train --flagfile=configs/cartpole.flags`.
 
 This module is the command line: flags, the one-line error that a bad setting gets, and the hand-over to
-`hvd_dqn.trainer.Trainer`, where the training itself lives.
+`hvd_dqn.run.trainer.Trainer`, where the training itself lives.
 """
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import time
 
 from absl import app, flags, logging
 
-from hvd_dqn import distributed
-from hvd_dqn.checkpoint import CheckpointError
 from hvd_dqn.config import ConfigError
 from hvd_dqn.flags import config_from_flags, define_flags
+from hvd_dqn.logdir.checkpoint import CheckpointError
+from hvd_dqn.run import distributed
 
 define_flags()
 PROGRAM = "hvd_dqn.train"
@@ -49,7 +49,7 @@ def main(argv) -> None:
         fail(str(error))
     # Imported once the flags are checked: TensorFlow's import takes seconds, and a bad flag is answered
     # without it.
-    from hvd_dqn.trainer import Trainer
+    from hvd_dqn.run.trainer import Trainer
 
     try:
         Trainer(config).run()

@@ -30,7 +30,7 @@ def play(checkpoint_path: str, episodes: int, seed: int):
     import gymnasium as gym
     import numpy as np
 
-    from hvd_dqn import checkpoint
+    from hvd_dqn.logdir import checkpoint
 
     config, env, online = checkpoint.load_online_network(checkpoint_path, 1)
     env.close()

@@ -29,8 +29,8 @@ def main(argv=None) -> int:
     parser.add_argument("--json", default=None, help="JSON file to write the table into.")
     args = parser.parse_args(argv)
 
-    from hvd_dqn.curves import CurveError, load_run, window_means
     from hvd_dqn.envs import atari_game
+    from hvd_dqn.logdir.curves import CurveError, load_run, window_means
     from hvd_dqn.reference import dopamine_curve
 
     try:
@@ -101,7 +101,7 @@ def draw(rows, reference, others, label, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from hvd_dqn.curves import save_figure
+    from hvd_dqn.logdir.curves import save_figure
 
     figure, axes = plt.subplots(figsize=(8, 5), dpi=120)
     for index, curve in enumerate([reference] + others):

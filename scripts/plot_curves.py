@@ -6,7 +6,7 @@
 
 Each positional argument is one curve, `[label=]logdir[,logdir...]`. A curve is the mean over the last
 --window episodes at each point; its band is the range over the run's ranks (one logdir) or over the runs
-(several logdirs, e.g. seeds). Evaluation returns are drawn as markers. See hvd_dqn/curves.py.
+(several logdirs, e.g. seeds). Evaluation returns are drawn as markers. See hvd_dqn/logdir/curves.py.
 """
 import argparse
 import os
@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     parser.add_argument("--title", default=None, help="Figure title (default: the environment ids).")
     args = parser.parse_args(argv)
 
-    from hvd_dqn.curves import CurveError, load_run, make_curve, parse_curve_argument
+    from hvd_dqn.logdir.curves import CurveError, load_run, make_curve, parse_curve_argument
 
     try:
         if args.window <= 0:
@@ -54,7 +54,7 @@ def draw(curves, path: str, title: str, steps_are_frames: bool, window: int) -> 
     matplotlib.use("Agg")  # files only; no display needed
     import matplotlib.pyplot as plt
 
-    from hvd_dqn.curves import save_figure
+    from hvd_dqn.logdir.curves import save_figure
 
     figure, axes = plt.subplots(figsize=(8, 5), dpi=120)
     for index, curve in enumerate(curves):

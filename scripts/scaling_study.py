@@ -81,7 +81,7 @@ def final_return(episodes, window: int):
 
 def read_run(logdir: str):
     """(env id, [(env steps at the episode's end, return), ...]) of a finished run, from its logdir."""
-    from hvd_dqn.curves import CurveError, load_run
+    from hvd_dqn.logdir.curves import CurveError, load_run
 
     try:
         run = load_run(logdir)
@@ -93,7 +93,7 @@ def read_run(logdir: str):
 
 def finished_env_steps(logdir: str):
     """The env steps of the run's newest complete checkpoint, or None."""
-    from hvd_dqn import checkpoint
+    from hvd_dqn.logdir import checkpoint
 
     latest = checkpoint.latest_checkpoint(logdir) if os.path.isdir(logdir) else None
     return checkpoint.read_counters(latest)["env_steps"] if latest else None
@@ -101,7 +101,7 @@ def finished_env_steps(logdir: str):
 
 def holds_replay(logdir: str, ranks: int) -> bool:
     """Whether the run's newest checkpoint holds every rank's replay memory (a study's part stopped by a signal)."""
-    from hvd_dqn import checkpoint
+    from hvd_dqn.logdir import checkpoint
 
     latest = checkpoint.latest_checkpoint(logdir)
     return latest is not None and all(os.path.exists(checkpoint.replay_shard_path(latest, rank))
@@ -359,7 +359,7 @@ def draw(study, path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from hvd_dqn.curves import save_figure
+    from hvd_dqn.logdir.curves import save_figure
 
     figure, (steps_axes, return_axes) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=120)
     for record in study["runs"]:

@@ -11,13 +11,14 @@ import pytest
 import tensorflow as tf
 from PIL import Image
 
-from conftest import PYTHON, REPO, horovodrun, python_module, run
-from hvd_dqn import checkpoint
-from hvd_dqn.actor import EpsilonGreedyActor
+from hvd_dqn.agent.policy import EpsilonGreedyActor
+from hvd_dqn.agent.schedules import apex_epsilons
 from hvd_dqn.config import TrainConfig
 from hvd_dqn.envs import AtariSettings, atari_game, env_seeds, learning_discounts, make_vector_env, spec_of
-from hvd_dqn.schedules import apex_epsilons
-from hvd_dqn.video import check_video_path, record_episode, write_video
+from hvd_dqn.logdir import checkpoint
+from hvd_dqn.logdir.video import check_video_path, record_episode, write_video
+
+from conftest import PYTHON, REPO, horovodrun, python_module, run
 
 
 @pytest.mark.parametrize("env_id, game", [("pong", "pong"), ("Pong", "pong"), ("ALE/Pong-v5", "pong"),

@@ -4,7 +4,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-from hvd_dqn import checkpoint
+from hvd_dqn.logdir import checkpoint
 
 
 def _items(value):

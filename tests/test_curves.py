@@ -5,8 +5,9 @@ import json
 import numpy as np
 import pytest
 
+from hvd_dqn.logdir.curves import CurveError, load_run, make_curve, parse_curve_argument, trailing_mean
+
 from conftest import PYTHON, REPO, run
-from hvd_dqn.curves import CurveError, load_run, make_curve, parse_curve_argument, trailing_mean
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -110,7 +111,7 @@ def test_a_csv_without_the_needed_columns_is_named(tmp_path):
 
 
 def test_window_means_put_each_episode_in_the_window_its_last_step_falls_in(tmp_path):
-    from hvd_dqn.curves import window_means
+    from hvd_dqn.logdir.curves import window_means
 
     # Breakout episodes ending at these env steps; windows of 1,000 env steps; the run logged to 2,500.
     logdir = _write_run(tmp_path / "run", "ALE/Breakout-v5",

@@ -11,8 +11,9 @@ import pytest
 import yaml
 from absl import flags
 
-from conftest import REPO
 from hvd_dqn.flags import config_from_flags, define_flags
+
+from conftest import REPO
 
 DEPLOY = REPO / "deploy"
 

@@ -80,8 +80,9 @@ def test_four_ranks_repeat_a_run_bit_for_bit_with_the_same_seed(tmp_path):
     of the sum; left to Horovod's tensor fusion that order moves with timing, and two 4-rank CartPole runs of
     one seed parted ways within 500 env steps of the first update. The learner's gradients travel as one
     allreduce group, so a seed names one run: the same episodes and the same final weights on every rank."""
+    from hvd_dqn.logdir import checkpoint
+
     from conftest import REPO
-    from hvd_dqn import checkpoint
 
     def train(name):
         logdir = tmp_path / name

@@ -9,8 +9,9 @@ import time
 import numpy as np
 import pytest
 
+from hvd_dqn.logdir import checkpoint
+
 from conftest import PYTHON, REPO, _horovodrun, horovodrun, python_module, subprocess_env
-from hvd_dqn import checkpoint
 
 # CartPole, 4 envs per rank, learning from 1,000 transitions per rank, one update per env step per rank, and the
 # linear learning-rate rule following the world: pinned here, so the update counts below do not move with the
@@ -24,18 +25,18 @@ CARTPOLE = [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--eval_interva
 def test_rollback_restores_networks_optimizer_and_counters_exactly():
     import horovod.tensorflow as hvd
 
-    from hvd_dqn.elastic import TrainingState
-    from hvd_dqn.learner import DQNLearner, make_optimizer
-    from hvd_dqn.networks import build_mlp_q_network
-    from hvd_dqn.replay import Batch
-    from hvd_dqn.progress import Counters
+    from hvd_dqn.agent.learner import DQNLearner, make_optimizer
+    from hvd_dqn.agent.networks import build_mlp_q_network
+    from hvd_dqn.replay.memory import Batch
+    from hvd_dqn.run.elastic import TrainingState
+    from hvd_dqn.run.progress import Counters
 
     hvd.init()
 
     class Learning:
         update_credit = 2
 
-    class Trainer:  # the parts of hvd_dqn.trainer.Trainer the state touches
+    class Trainer:  # the parts of hvd_dqn.run.trainer.Trainer the state touches
         learner = DQNLearner(build_mlp_q_network((3,), 2, (8,), "online"), build_mlp_q_network((3,), 2, (8,), "target"),
                              make_optimizer(1e-2, 1e-7, 0.0, 1, False, 0), double_dqn=True)
         counters = Counters(env_steps=4000, episodes=7, updates=1500)

@@ -3,9 +3,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hvd_dqn.actor import EpsilonGreedyActor
-from hvd_dqn.envs import (emulator_state, env_seeds, make_vector_env, restore_emulator_state, spec_of,
-                          true_next_observations)
+from hvd_dqn.agent.policy import EpsilonGreedyActor
+from hvd_dqn.envs import (
+    emulator_state,
+    env_seeds,
+    make_vector_env,
+    restore_emulator_state,
+    spec_of,
+    true_next_observations,
+)
 
 
 def test_env_seeds_differ_within_and_across_ranks():

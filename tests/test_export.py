@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from hvd_dqn.agent.networks import build_q_network
+from hvd_dqn.agent.serving import POLICY_INFO, save_greedy_policy
+from hvd_dqn.logdir import checkpoint
+
 from conftest import PYTHON, horovodrun, python_module
-from hvd_dqn import checkpoint
-from hvd_dqn.serving import POLICY_INFO, save_greedy_policy
-from hvd_dqn.networks import build_q_network
 
 
 def _observations(shape, dtype, batch, rng):

@@ -3,8 +3,9 @@ import dataclasses
 
 import pytest
 
-from conftest import REPO, PYTHON, horovodrun, python_module
 from hvd_dqn.config import ConfigError, TrainConfig, validate
+
+from conftest import PYTHON, REPO, horovodrun, python_module
 
 
 def _error_line(result):
@@ -86,7 +87,7 @@ def test_resume_without_a_checkpoint_is_named(tmp_path):
 
 
 def test_resume_with_another_network_is_refused(tmp_path):
-    from hvd_dqn import checkpoint
+    from hvd_dqn.logdir import checkpoint
 
     saved = TrainConfig(logdir=str(tmp_path), hidden_sizes=(32,))
     checkpoint.save(str(tmp_path), {}, {"env_steps": 100, "episodes": 1, "updates": 1}, saved.to_json(), keep=1)
@@ -99,7 +100,7 @@ def test_resume_with_another_network_is_refused(tmp_path):
 def test_resume_in_the_other_rank_scaling_mode_is_refused(tmp_path):
     """A run begun before `updates` became the default, resumed without --rank_scaling=batch, would change
     what each rank's envs and memory are mid-run; it is refused with the setting to add."""
-    from hvd_dqn import checkpoint
+    from hvd_dqn.logdir import checkpoint
 
     saved = TrainConfig(logdir=str(tmp_path), rank_scaling="batch")
     checkpoint.save(str(tmp_path), {}, {"env_steps": 100, "episodes": 1, "updates": 1}, saved.to_json(), keep=1)

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from hvd_dqn.frame_replay import FrameReplayMemory
-from hvd_dqn.replay import PrioritySettings
+from hvd_dqn.replay.frames import FrameReplayMemory
+from hvd_dqn.replay.memory import PrioritySettings
 
 STACK, SHAPE = 4, (2, 2)
 

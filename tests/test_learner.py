@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hvd_dqn.learner import DQNLearner, huber, make_optimizer, td_loss, td_targets
-from hvd_dqn.networks import build_mlp_q_network
-from hvd_dqn.replay import Batch
+from hvd_dqn.agent.learner import DQNLearner, huber, make_optimizer, td_loss, td_targets
+from hvd_dqn.agent.networks import build_mlp_q_network
+from hvd_dqn.replay.memory import Batch
 
 REWARD = tf.constant([1.0, 2.0, 0.5])
 GAMMA = 0.9
@@ -152,7 +152,7 @@ def test_rescaling_the_learning_rate_changes_the_step_of_the_distributed_optimiz
     the learning rate, so the step sizes show the scale."""
     import horovod.tensorflow as hvd
 
-    from hvd_dqn.learner import rescale_learning_rate
+    from hvd_dqn.agent.learner import rescale_learning_rate
 
     hvd.init()
     optimizer = make_optimizer(1e-2, 1e-7, 0.0, 1, True, 0, elastic=True)
@@ -192,8 +192,8 @@ def test_the_distributed_optimizer_takes_decaying_steps_with_learning_rate_end()
 def test_the_update_from_compact_frames_equals_the_update_from_stacks():
     """The frame memory hands the learner (B, stack + n, H, W) frames and s_t+k's offset; the stacks built
     from them inside the update must be the ones NumPy builds, so both updates match."""
-    from hvd_dqn.frame_replay import FrameReplayMemory
-    from hvd_dqn.networks import build_nature_cnn_q_network
+    from hvd_dqn.agent.networks import build_nature_cnn_q_network
+    from hvd_dqn.replay.frames import FrameReplayMemory
 
     rng = np.random.default_rng(4)
     memory = FrameReplayMemory(400, 2, (84, 84), 4, n_step=3)
@@ -222,7 +222,7 @@ def test_the_update_from_compact_frames_equals_the_update_from_stacks():
 def test_xla_compiled_update_matches_the_plain_one():
     """--xla compiles the networks' passes with XLA; the update is the same up to float rounding (XLA fuses
     and reorders arithmetic, so not bit for bit: which also shows the compiled path ran)."""
-    from hvd_dqn.networks import build_nature_cnn_q_network
+    from hvd_dqn.agent.networks import build_nature_cnn_q_network
 
     rng = np.random.default_rng(6)
     batch = Batch(rng.integers(0, 255, (8, 4, 84, 84)).astype(np.uint8), rng.integers(0, 4, 8).astype(np.int32),
@@ -244,7 +244,7 @@ def test_xla_compiled_update_matches_the_plain_one():
 def test_mixed_precision_computes_in_float16_and_keeps_q_values_and_weights_float32():
     import horovod.tensorflow as hvd
 
-    from hvd_dqn.networks import build_nature_cnn_q_network
+    from hvd_dqn.agent.networks import build_nature_cnn_q_network
 
     hvd.init()
     tf.keras.mixed_precision.set_global_policy("mixed_float16")

@@ -7,8 +7,9 @@ import shutil
 
 import numpy as np
 
+from hvd_dqn.logdir.checkpoint import latest_checkpoint, load_online_network, read_counters
+
 from conftest import python_module
-from hvd_dqn.checkpoint import latest_checkpoint, load_online_network, read_counters
 
 LEGACY_RUN = pathlib.Path(__file__).parent / "data" / "tf2.15_cartpole"
 LEGACY_CHECKPOINT = LEGACY_RUN / "checkpoints" / "ckpt-000000003000"

@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO, python_module
+from hvd_dqn.agent.learner import RootEpsilonRMSprop
+from hvd_dqn.agent.networks import build_minatar_q_network, build_q_network
 from hvd_dqn.envs import make_vector_env, spec_of
-from hvd_dqn.learner import RootEpsilonRMSprop
-from hvd_dqn.networks import build_minatar_q_network, build_q_network
-from hvd_dqn.replay import ReplayMemory
+from hvd_dqn.replay.memory import ReplayMemory
+
+from conftest import REPO, python_module
 
 # Object channels per game (MinAtar's state_shape) and the minimal action sets of the v1 ids.
 GAMES = [("Asterix", 4, 5), ("Breakout", 4, 3), ("Freeway", 7, 3), ("Seaquest", 10, 6), ("SpaceInvaders", 6, 4)]

@@ -15,8 +15,9 @@ import time
 
 import pytest
 
+from hvd_dqn.logdir import checkpoint
+
 from conftest import PYTHON, horovodrun, traced_by_rank, writes_under
-from hvd_dqn import checkpoint
 
 HOSTS = ("127.0.0.2", "127.0.0.3")
 SSHD = shutil.which("sshd") or "/usr/sbin/sshd"

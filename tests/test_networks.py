@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hvd_dqn.networks import build_mlp_q_network, build_nature_cnn_q_network, build_q_network
+from hvd_dqn.agent.networks import build_mlp_q_network, build_nature_cnn_q_network, build_q_network
 
 
 def _streams(model, observation):

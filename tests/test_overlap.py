@@ -1,9 +1,10 @@
 """Acting overlapped with learning (--overlap_acting) changes when the emulators run, nothing else."""
 import pytest
 
-from conftest import PYTHON, REPO, python_module
-from hvd_dqn import checkpoint
 from hvd_dqn.envs import make_vector_env, steps_in_background
+from hvd_dqn.logdir import checkpoint
+
+from conftest import PYTHON, REPO, python_module
 
 
 def _train(logdir, *flags):

@@ -5,8 +5,9 @@ import time
 import numpy as np
 import pytest
 
-from conftest import REPO, horovodrun, PYTHON, python_module
-from hvd_dqn import checkpoint
+from hvd_dqn.logdir import checkpoint
+
+from conftest import PYTHON, REPO, horovodrun, python_module
 
 
 def _train(logdir, flagfile, *flags, total=3200, interval=1600):
@@ -108,9 +109,9 @@ class _RandomActor:
 def _pipeline(lead):
     import tensorflow as tf
 
-    from hvd_dqn.acting import ActingSide
-    from hvd_dqn.pipeline import ActingPipeline
-    from hvd_dqn.schedules import LinearSchedule
+    from hvd_dqn.agent.schedules import LinearSchedule
+    from hvd_dqn.run.acting_side import ActingSide
+    from hvd_dqn.run.pipeline import ActingPipeline
 
     acting = ActingSide(_FailingEnv(), _RandomActor(), LinearSchedule(1.0, 1.0, 1))
     acting.observation = np.zeros((2, 1), np.float32)
@@ -120,7 +121,7 @@ def _pipeline(lead):
 
 
 def test_an_acting_failure_reaches_the_learning_side_with_its_cause():
-    from hvd_dqn.pipeline import PipelineError
+    from hvd_dqn.run.pipeline import PipelineError
 
     pipeline = _pipeline(lead=5)
     pipeline.allow_until(10)

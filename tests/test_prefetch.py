@@ -4,8 +4,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from hvd_dqn.prefetch import minibatches
-from hvd_dqn.replay import ReplayMemory
+from hvd_dqn.replay.memory import ReplayMemory
+from hvd_dqn.replay.prefetch import minibatches
 
 
 def _memory():

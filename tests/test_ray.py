@@ -14,8 +14,9 @@ import uuid
 
 import pytest
 
+from hvd_dqn.logdir import checkpoint
+
 from conftest import REPO, environment, python_module, subprocess_env
-from hvd_dqn import checkpoint
 
 RAY = str(pathlib.Path(sys.executable).parent / "ray")
 TRAIN = [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--num_workers=2", "--eval_interval_env_steps=0",

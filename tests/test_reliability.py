@@ -10,10 +10,11 @@ import time
 import numpy as np
 import pytest
 
+from hvd_dqn.logdir import checkpoint
+from hvd_dqn.replay.frames import FrameReplayMemory
+from hvd_dqn.replay.memory import PrioritySettings, ReplayMemory
+
 from conftest import PYTHON, REPO, _horovodrun, horovodrun, python_module, run, subprocess_env
-from hvd_dqn import checkpoint
-from hvd_dqn.frame_replay import FrameReplayMemory
-from hvd_dqn.replay import PrioritySettings, ReplayMemory
 
 # The update counts below assume one update per env step of each rank, from 1,000 transitions per rank:
 # pinned here, so they do not move with the preset's tuning. No stop rule: every job runs to its budget.

@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from hvd_dqn.replay import PrioritySettings, ReplayMemory
-from hvd_dqn.sum_tree import SumTree
+from hvd_dqn.replay.memory import PrioritySettings, ReplayMemory
+from hvd_dqn.replay.sum_tree import SumTree
 
 GAMMA = 0.5  # powers of a half keep the expected sums exact
 

@@ -1,8 +1,13 @@
 import pytest
 import tensorflow as tf
 
+from hvd_dqn.agent.schedules import (
+    LinearSchedule,
+    UpdateCountedSchedules,
+    WarmupToScaledLearningRate,
+    update_counted_schedules,
+)
 from hvd_dqn.config import TrainConfig
-from hvd_dqn.schedules import LinearSchedule, UpdateCountedSchedules, WarmupToScaledLearningRate, update_counted_schedules
 
 
 @pytest.mark.parametrize("step, expected", [(0, 1.0), (250, 0.7625), (500, 0.525), (1000, 0.05), (10**6, 0.05)])
@@ -37,7 +42,7 @@ def test_learning_rate_without_warmup_is_scaled_at_once():
 
 
 def test_apex_epsilons_span_base_to_base_to_the_one_plus_alpha():
-    from hvd_dqn.schedules import apex_epsilons
+    from hvd_dqn.agent.schedules import apex_epsilons
 
     values = apex_epsilons(8, base=0.4, alpha=7.0)
     assert values[0] == pytest.approx(0.4)
@@ -61,7 +66,7 @@ def test_a_delayed_schedule_with_no_duration_jumps_at_the_delay():
 
 @pytest.mark.parametrize("ranks, rule, expected", [(4, "linear", 4.0), (4, "sqrt", 2.0), (1, "sqrt", 1.0)])
 def test_learning_rate_scale_rules(ranks, rule, expected):
-    from hvd_dqn.schedules import learning_rate_scale
+    from hvd_dqn.agent.schedules import learning_rate_scale
 
     assert learning_rate_scale(ranks, rule) == pytest.approx(expected)
     with pytest.raises(ValueError, match="unknown learning-rate scale rule"):

@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from conftest import REPO, subprocess_env
 from hvd_dqn import quiet_tensorflow
+
+from conftest import REPO, subprocess_env
 
 
 def python(code: str) -> subprocess.CompletedProcess:

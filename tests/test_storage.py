@@ -75,7 +75,7 @@ def gcs_server():
                                                "--in-memory"])
     try:
         with environment(STORAGE_EMULATOR_HOST=f"http://127.0.0.1:{port}", GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT="false"):
-            from hvd_dqn import storage
+            from hvd_dqn.logdir import storage
 
             fs, _ = storage.open_store(f"gs://{BUCKET}")
             fs.mkdir(BUCKET)
@@ -157,7 +157,7 @@ TRAIN_TO_STORE = [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' 
 
 
 def _stored(url):
-    from hvd_dqn import storage
+    from hvd_dqn.logdir import storage
 
     return storage.open_store(url)
 

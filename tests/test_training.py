@@ -6,9 +6,10 @@ import pathlib
 import numpy as np
 import pytest
 
+from hvd_dqn.agent.schedules import LinearSchedule
+from hvd_dqn.logdir import checkpoint
+
 from conftest import PYTHON, REPO, horovodrun, python_module, traced_by_rank, writes_under
-from hvd_dqn import checkpoint
-from hvd_dqn.schedules import LinearSchedule
 
 # A short run: enough updates and checkpoints to exercise every phase, not to learn.
 SHORT_RUN = ["--env_id=CartPole-v1", "--num_envs=2", "--learning_starts=200", "--batch_size=32",
@@ -127,7 +128,7 @@ def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
 
     import tensorflow as tf
 
-    from hvd_dqn.networks import build_mlp_q_network
+    from hvd_dqn.agent.networks import build_mlp_q_network
 
     def online_weights(path):
         network = build_mlp_q_network((4,), 2, (32, 32), "online")

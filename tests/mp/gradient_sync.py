@@ -17,10 +17,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np
 import tensorflow as tf
 
-from hvd_dqn import distributed
-from hvd_dqn.learner import DQNLearner, distributed_optimizer, huber, make_optimizer, td_targets
-from hvd_dqn.networks import build_mlp_q_network
-from hvd_dqn.replay import Batch
+from hvd_dqn.agent.learner import DQNLearner, distributed_optimizer, huber, make_optimizer, td_targets
+from hvd_dqn.agent.networks import build_mlp_q_network
+from hvd_dqn.replay.memory import Batch
+from hvd_dqn.run import distributed
 
 OBSERVATION_SIZE, NUM_ACTIONS, HIDDEN = 4, 3, (32, 32)
 

@@ -26,7 +26,7 @@ from typing import Deque, List, Optional
 
 import tensorflow as tf
 
-from hvd_dqn.acting import ActingSide, Experience
+from hvd_dqn.run.acting_side import ActingSide, Experience
 
 
 class PipelineError(Exception):

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 from absl import logging
 
-from hvd_dqn import distributed
+from hvd_dqn.run import distributed
 
 CSV_COLUMNS = (
     "env_steps", "env_frames", "updates", "episodes", "episode_return_mean", "episode_length_mean", "episodes_in_window",

@@ -1,8 +1,8 @@
 """The acting side of a rank: its emulators, the policy that steps them, and the exploration schedule.
 
-Acting produces `Experience`, one step of every env of the rank; the learning side (`hvd_dqn.learning`)
+Acting produces `Experience`, one step of every env of the rank; the learning side (`hvd_dqn.run.learning_side`)
 stores it and pays for it with updates. The two meet in the trainer's loop, in order, or through
-`hvd_dqn.pipeline`, where acting runs ahead on a thread of its own.
+`hvd_dqn.run.pipeline`, where acting runs ahead on a thread of its own.
 """
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from hvd_dqn.actor import EpsilonGreedyActor
+from hvd_dqn.agent.policy import EpsilonGreedyActor
+from hvd_dqn.agent.schedules import LinearSchedule
 from hvd_dqn.envs import emulator_state, env_seeds, restore_emulator_state
-from hvd_dqn.schedules import LinearSchedule
 
 
 @dataclasses.dataclass

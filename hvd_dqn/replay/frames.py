@@ -11,7 +11,7 @@ Layout. Each of the rank's `num_envs` environments owns one ring segment of `cap
 entries, so the envs' interleaved steps never mix; an entry is
 
     frame       the newest frame of s_t
-    action, reward, discount, ended    of the step s_t -> s_t+1 (see hvd_dqn/replay.py)
+    action, reward, discount, ended    of the step s_t -> s_t+1 (see hvd_dqn/replay/memory.py)
     first       s_t is an episode's first observation; older stack slots are zero (AtariVectorEnv
                 pads a fresh episode's stack with zero frames)
     transition  the entry starts a transition (false for an episode's final-observation entry)
@@ -32,7 +32,7 @@ from typing import Optional, Tuple
 
 import numpy as np
 
-from hvd_dqn.replay import FrameBatch, PrioritySettings, SegmentedReplay
+from hvd_dqn.replay.memory import FrameBatch, PrioritySettings, SegmentedReplay
 
 
 class FrameReplayMemory(SegmentedReplay):

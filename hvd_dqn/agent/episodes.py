@@ -5,7 +5,7 @@ import dataclasses
 
 import numpy as np
 
-from hvd_dqn.actor import EpsilonGreedyActor
+from hvd_dqn.agent.policy import EpsilonGreedyActor
 from hvd_dqn.envs import env_seeds
 
 

@@ -13,8 +13,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from hvd_dqn.replay import Batch, FrameBatch
-
+from hvd_dqn.replay.memory import Batch, FrameBatch
 
 # All gradients of an update cross the allreduce as one group, so every update fuses the same tensors into
 # the same buffer. Left to Horovod's tensor fusion, which tensors share a buffer depends on when each is
@@ -218,7 +217,7 @@ def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: flo
     issue #3807), and a LossScaleOptimizer around a DistributedOptimizer skips the allreduce (replicas
     diverged when tried here). The learner then averages the gradients with hvd.DistributedGradientTape.
     """
-    from hvd_dqn.schedules import WarmupToScaledLearningRate, learning_rate_scale
+    from hvd_dqn.agent.schedules import WarmupToScaledLearningRate, learning_rate_scale
 
     rate = learning_rate
     scaled, decaying = scale_lr_by_workers and (world_size > 1 or elastic), learning_rate_end is not None
@@ -259,7 +258,7 @@ def rescale_learning_rate(optimizer, world_size: int, rule: str = "linear") -> b
     DistributedOptimizer rebuilds the optimizer from its config, so the schedule to change is the one the
     wrapped optimizer holds, not the one `make_optimizer` created. Keras 2.11+'s `optimizer.learning_rate`
     returns the schedule's current value, not the schedule, hence the private `_learning_rate`."""
-    from hvd_dqn.schedules import WarmupToScaledLearningRate, learning_rate_scale
+    from hvd_dqn.agent.schedules import WarmupToScaledLearningRate, learning_rate_scale
 
     optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # --mixed_precision's LossScaleOptimizer
     schedule = getattr(optimizer, "_learning_rate", None)

@@ -18,20 +18,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 from typing import Dict, List, Optional
 
-_NAME = re.compile(r"^ckpt-(\d{12})$")
-COMPLETE_MARKER = "COMPLETE"
+# The names are shared with the object-store mirror (hvd_dqn.logdir.storage), which must not import this module.
+from hvd_dqn.logdir.names import CHECKPOINT_NAME, COMPLETE_MARKER, checkpoint_name, checkpoint_root
 
 
 class CheckpointError(Exception):
     """A checkpoint could not be written; the job stops with this message on rank 0."""
-
-
-def checkpoint_root(logdir: str) -> str:
-    return os.path.join(logdir, "checkpoints")
 
 
 def complete_checkpoints(logdir: str) -> List[str]:
@@ -41,24 +36,15 @@ def complete_checkpoints(logdir: str) -> List[str]:
         return []
     found = []
     for name in os.listdir(root):
-        match = _NAME.match(name)
+        match = CHECKPOINT_NAME.match(name)
         if match and os.path.exists(os.path.join(root, name, COMPLETE_MARKER)):
             found.append((int(match.group(1)), os.path.join(root, name)))
     return [path for _, path in sorted(found)]
 
 
-def checkpoint_name_matches(name: str) -> bool:
-    """Whether `name` is a checkpoint folder's name (ckpt-<12 digits>)."""
-    return bool(_NAME.match(name))
-
-
 def latest_checkpoint(logdir: str) -> Optional[str]:
     found = complete_checkpoints(logdir)
     return found[-1] if found else None
-
-
-def checkpoint_name(env_steps: int) -> str:
-    return f"ckpt-{int(env_steps):012d}"
 
 
 def staging_path(logdir: str, env_steps: int) -> str:
@@ -127,7 +113,7 @@ class CheckpointNotFound(Exception):
 def resolve(logdir: Optional[str], explicit: Optional[str]) -> str:
     """The checkpoint folder a command line names: `explicit` (--checkpoint) if given, which must be complete,
     else the newest complete one under `logdir` (--logdir)."""
-    from hvd_dqn.storage import is_remote
+    from hvd_dqn.logdir.storage import is_remote
 
     if is_remote(explicit) or (not explicit and is_remote(logdir)):
         return _fetch_remote(logdir, explicit)
@@ -148,7 +134,7 @@ def resolve(logdir: Optional[str], explicit: Optional[str]) -> str:
 
 def _fetch_remote(logdir: Optional[str], explicit: Optional[str]) -> str:
     """`resolve` for object-store URLs: the checkpoint copied into a local folder (removed at exit)."""
-    from hvd_dqn import storage
+    from hvd_dqn.logdir import storage
 
     flag = "--checkpoint" if explicit else "--logdir"
     try:
@@ -175,9 +161,9 @@ def load_online_network(path: str, num_envs: int = 1):
     the optimizer and target network in the file are skipped. The caller closes the env."""
     import tensorflow as tf
 
+    from hvd_dqn.agent.networks import q_network_for
     from hvd_dqn.config import TrainConfig
     from hvd_dqn.envs import make_env_for, spec_of
-    from hvd_dqn.networks import q_network_for
 
     config = TrainConfig.from_json(read_config_json(path))
     env = make_env_for(config, num_envs)

@@ -1,5 +1,5 @@
 """What a job keeps in its --logdir across runs: the choice of starting point (fresh or resumed), the restore,
-and the collective checkpoint write. The file format itself is `hvd_dqn.checkpoint`'s.
+and the collective checkpoint write. The file format itself is `hvd_dqn.logdir.checkpoint`'s.
 
 What each rank saves of its own (its RNG states, update credit and, with --checkpoint_replay, its replay
 shard, which also holds its emulators where they can be saved) comes from its acting and learning sides; what
@@ -18,11 +18,12 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from hvd_dqn import checkpoint, distributed, storage
-from hvd_dqn.checkpoint import CheckpointError
 from hvd_dqn.config import ConfigError, TrainConfig
-from hvd_dqn.learning import LearningSide
-from hvd_dqn.progress import Counters
+from hvd_dqn.logdir import checkpoint, storage
+from hvd_dqn.logdir.checkpoint import CheckpointError
+from hvd_dqn.run import distributed
+from hvd_dqn.run.learning_side import LearningSide
+from hvd_dqn.run.progress import Counters
 
 # Settings that decide the shapes of what a checkpoint holds, and rank_scaling, which decides what each rank's
 # envs and replay memory are (the job's split over the ranks, or each rank's own); a resumed run must agree on

@@ -11,17 +11,17 @@ import functools
 
 import numpy as np
 
-from hvd_dqn import distributed
-from hvd_dqn.acting import Experience
-from hvd_dqn.actor import store_step
+from hvd_dqn.agent.learner import DQNLearner
+from hvd_dqn.agent.networks import is_image_observation
+from hvd_dqn.agent.policy import store_step
+from hvd_dqn.agent.schedules import LinearSchedule
 from hvd_dqn.config import TrainConfig
-from hvd_dqn.frame_replay import FrameReplayMemory
-from hvd_dqn.learner import DQNLearner
-from hvd_dqn.metrics import RankMetrics
-from hvd_dqn.networks import is_image_observation
-from hvd_dqn.prefetch import minibatches
-from hvd_dqn.replay import PrioritySettings, ReplayMemory
-from hvd_dqn.schedules import LinearSchedule
+from hvd_dqn.replay.frames import FrameReplayMemory
+from hvd_dqn.replay.memory import PrioritySettings, ReplayMemory
+from hvd_dqn.replay.prefetch import minibatches
+from hvd_dqn.run import distributed
+from hvd_dqn.run.acting_side import Experience
+from hvd_dqn.run.metrics import RankMetrics
 
 
 class LearningSide:

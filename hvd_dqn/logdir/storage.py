@@ -16,7 +16,7 @@ import shutil
 import tempfile
 from typing import List, Optional, Sequence
 
-from hvd_dqn.checkpoint import COMPLETE_MARKER, checkpoint_name_matches
+from hvd_dqn.logdir.names import COMPLETE_MARKER, checkpoint_name_matches
 
 _URL = re.compile(r"^([a-z][a-z0-9+.-]*)://")
 # The library each common protocol needs, for the message when it is missing.

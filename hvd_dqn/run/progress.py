@@ -1,6 +1,6 @@
 """The job's progress (identical on every rank) and the stop signals the loop polls for.
 
-Kept apart from the trainer so that what saves and restores progress (checkpoints, `hvd_dqn.elastic`)
+Kept apart from the trainer so that what saves and restores progress (checkpoints, `hvd_dqn.run.elastic`)
 can import it without importing the trainer.
 """
 from __future__ import annotations

@@ -39,7 +39,7 @@ class RunLog:
 def load_run(logdir: str) -> RunLog:
     """Reads a training logdir's episodes.csv, metrics.csv and config.json (a local folder, or an object-store
     URL such as s3://bucket/runs/x, whose three files are copied to a local folder first)."""
-    from hvd_dqn import storage
+    from hvd_dqn.logdir import storage
 
     if storage.is_remote(logdir):
         local = storage.scratch_folder("hvd_dqn_run_")

@@ -1,10 +1,10 @@
 """One rank's part of a data-parallel DQN run: the loop, and the phases it calls by name.
 
-Every rank owns an acting side (its envs and the epsilon-greedy policy, `hvd_dqn.acting`), a learning side
-(its replay memory and the updates its env steps pay for, `hvd_dqn.learning`) and a replica of the Q-network.
+Every rank owns an acting side (its envs and the epsilon-greedy policy, `hvd_dqn.run.acting_side`), a learning side
+(its replay memory and the updates its env steps pay for, `hvd_dqn.run.learning_side`) and a replica of the Q-network.
 Each iteration every env of every rank steps once, the steps are stored and the updates they bought are
 made, in which Horovod averages the gradients of all ranks' minibatches. Acting runs in order with learning,
-or ahead of it on a thread of its own (`--pipeline`, on by default for Atari; `hvd_dqn.pipeline`), or
+or ahead of it on a thread of its own (`--pipeline`, on by default for Atari; `hvd_dqn.run.pipeline`), or
 (`--overlap_acting`, Atari) with the emulators stepping on their own threads while the previous step's
 updates are made. Rank 0 broadcasts the initial state and alone writes checkpoints, metrics and TensorBoard
 events.
@@ -18,21 +18,22 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from hvd_dqn import distributed, storage
-from hvd_dqn.acting import ActingSide, Experience
-from hvd_dqn.actor import EpsilonGreedyActor
-from hvd_dqn.checkpointing import Checkpointing
+from hvd_dqn.agent.episodes import run_episodes
+from hvd_dqn.agent.learner import DQNLearner, current_learning_rate, make_optimizer, rescale_learning_rate
+from hvd_dqn.agent.networks import q_network_for
+from hvd_dqn.agent.policy import EpsilonGreedyActor
+from hvd_dqn.agent.schedules import LinearSchedule, apex_epsilons, update_counted_schedules
 from hvd_dqn.config import ConfigError, TrainConfig
-from hvd_dqn.elastic import run_elastic
 from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_in_background, steps_outside_python
-from hvd_dqn.evaluation import run_episodes
-from hvd_dqn.learner import DQNLearner, current_learning_rate, make_optimizer, rescale_learning_rate
-from hvd_dqn.learning import LearningSide, make_replay_memory
-from hvd_dqn.metrics import EpisodeTracker, MetricsWriter, RankMetrics, episodes_as_played
-from hvd_dqn.networks import q_network_for
-from hvd_dqn.pipeline import ActingPipeline
-from hvd_dqn.progress import STOP_POLL_ENV_STEPS_PER_RANK, Counters, StopSignals
-from hvd_dqn.schedules import LinearSchedule, apex_epsilons, update_counted_schedules
+from hvd_dqn.logdir import storage
+from hvd_dqn.run import distributed
+from hvd_dqn.run.acting_side import ActingSide, Experience
+from hvd_dqn.run.elastic import run_elastic
+from hvd_dqn.run.learning_side import LearningSide, make_replay_memory
+from hvd_dqn.run.metrics import EpisodeTracker, MetricsWriter, RankMetrics, episodes_as_played
+from hvd_dqn.run.pipeline import ActingPipeline
+from hvd_dqn.run.progress import STOP_POLL_ENV_STEPS_PER_RANK, Counters, StopSignals
+from hvd_dqn.run.save_restore import Checkpointing
 
 
 class Trainer:
@@ -101,7 +102,7 @@ class Trainer:
         self.writer: Optional[MetricsWriter] = None  # rank 0's
         self.settings_logged = False
         self.resumed_log = False  # rank 0's first writer of a resumed job sets aside rows after the checkpoint
-        self.commit = None  # with --elastic: commits the training state (hvd_dqn.elastic)
+        self.commit = None  # with --elastic: commits the training state (hvd_dqn.run.elastic)
 
     def _optimizer(self):
         config = self.config
@@ -238,7 +239,7 @@ class Trainer:
         if crossed(config.checkpoint_interval_env_steps) or stop:
             self._checkpoint()
         if self.commit is not None and crossed(config.elastic_commit_env_steps):
-            self.commit()  # may raise HostsUpdatedInterrupt: a worker is joining (hvd_dqn.elastic)
+            self.commit()  # may raise HostsUpdatedInterrupt: a worker is joining (hvd_dqn.run.elastic)
         return stop
 
     def _phase_intervals(self):

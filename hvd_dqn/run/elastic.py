@@ -27,9 +27,9 @@ import tensorflow as tf
 from absl import logging
 from horovod.common.elastic import State
 
-from hvd_dqn import distributed
 from hvd_dqn.config import ConfigError
-from hvd_dqn.progress import Counters
+from hvd_dqn.run import distributed
+from hvd_dqn.run.progress import Counters
 
 
 class TrainingState(State):

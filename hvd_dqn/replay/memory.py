@@ -30,7 +30,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from hvd_dqn.sum_tree import SumTree
+from hvd_dqn.replay.sum_tree import SumTree
 
 # Arrays saved in a replay shard beside the memory (a rank's emulators), named apart from the memory's own.
 EXTRA_PREFIX = "extra_"

@@ -144,7 +144,8 @@ class TrainConfig:
     fp16_allreduce: bool = False  # gradients allreduced as float16 (hvd.Compression.fp16)
     xla: bool = False  # the networks' passes compiled by XLA (jit_compile)
     mixed_precision: bool = False  # Keras mixed_float16 with dynamic loss scaling
-    intra_op_threads: int = 0  # 0: the cores of this host divided by the ranks on it
+    intra_op_threads: int = 0  # 0: the cores of this host divided by the ranks on it (or --cores_per_rank)
+    cores_per_rank: int = 0  # each rank bound to its own block of this many cores; 0: no binding
     inter_op_threads: int = 1
     deterministic_ops: bool = False  # tf.config.experimental.enable_op_determinism: slower, repeatable
 
@@ -185,7 +186,7 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
         _require(isinstance(value, int) and value > 0, name, value, "must be a positive integer")
     non_negative_ints = (
         "epsilon_decay_env_steps", "epsilon_decay_start_env_steps", "lr_warmup_updates", "lr_decay_updates",
-        "eval_interval_env_steps", "checkpoint_interval_env_steps", "intra_op_threads",
+        "eval_interval_env_steps", "checkpoint_interval_env_steps", "intra_op_threads", "cores_per_rank",
     )
     for name in non_negative_ints:
         value = getattr(config, name)

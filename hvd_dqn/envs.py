@@ -244,7 +244,7 @@ def make_env_for(config, num_envs: int, ranks_on_host: int = 1):
     """The vector env a TrainConfig describes, with `num_envs` envs, for one of `ranks_on_host` ranks."""
     import os
 
-    threads = config.env_threads or max(1, (os.cpu_count() or 1) // ranks_on_host)
+    threads = config.env_threads or config.cores_per_rank or max(1, (os.cpu_count() or 1) // ranks_on_host)
     return make_vector_env(config.env_id, num_envs, atari_settings(config, min(threads, num_envs)))
 
 

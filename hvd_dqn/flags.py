@@ -152,7 +152,12 @@ _HELP = {
            "outside XLA.",
     "mixed_precision": "Keras mixed_float16: the networks compute in float16 (weights and Q-values stay float32) "
                        "with dynamic loss scaling; for GPUs with tensor cores (on CPUs it is slow).",
-    "intra_op_threads": "TensorFlow threads inside one op; 0: this host's cores divided by the ranks on it.",
+    "intra_op_threads": "TensorFlow threads inside one op; 0: this host's cores divided by the ranks on it, or "
+                        "--cores_per_rank.",
+    "cores_per_rank": "Bind each rank, with all its threads, to cores of its own: local rank r takes the r-th "
+                      "block of this many of the cores the process may use (a rank the launcher already bound to "
+                      "that many keeps them); TensorFlow's and the emulators' threads default to that many. The "
+                      "world line of the log names each rank's cores. 0: no binding (the launcher's, if any).",
     "inter_op_threads": "TensorFlow ops run in parallel (a pipeline adds one, for its acting thread's inference).",
     "deterministic_ops": "Make TensorFlow ops deterministic (repeatable runs at some cost in speed).",
 }

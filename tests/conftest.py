@@ -94,3 +94,19 @@ def writes_under(trace_file, folder) -> list:
     """The calls in an strace file that wrote, created or removed something under `folder`."""
     lines = pathlib.Path(trace_file).read_text().splitlines()
     return [line for line in lines if _WRITE_CALL.search(line) and str(folder) in line]
+
+
+def episodes_without_wall_time(path) -> str:
+    """episodes.csv without its wall_s column: what two runs of one seed must agree on byte for byte (the
+    seconds differ from run to run)."""
+    lines = pathlib.Path(path).read_text().splitlines(keepends=True)
+    column = lines[0].rstrip("\n").split(",").index("wall_s")
+    return "".join(",".join(field for index, field in enumerate(line.rstrip("\n").split(",")) if index != column)
+                   + "\n" for line in lines)
+
+
+def wall_seconds(path) -> list:
+    """episodes.csv's wall_s column, in row order."""
+    lines = pathlib.Path(path).read_text().splitlines()
+    column = lines[0].split(",").index("wall_s")
+    return [float(line.split(",")[column]) for line in lines[1:]]

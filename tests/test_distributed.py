@@ -82,7 +82,7 @@ def test_four_ranks_repeat_a_run_bit_for_bit_with_the_same_seed(tmp_path):
     allreduce group, so a seed names one run: the same episodes and the same final weights on every rank."""
     from hvd_dqn.logdir import checkpoint
 
-    from conftest import REPO
+    from conftest import REPO, episodes_without_wall_time
 
     def train(name):
         logdir = tmp_path / name
@@ -91,7 +91,7 @@ def test_four_ranks_repeat_a_run_bit_for_bit_with_the_same_seed(tmp_path):
                        "--stop_at_train_return=inf"], timeout=600)
         counters = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
         digests = counters["replica_weight_digests"]  # one per rank
-        return (logdir / "episodes.csv").read_text(), digests, counters["updates"]
+        return episodes_without_wall_time(logdir / "episodes.csv"), digests, counters["updates"]
 
     episodes, digests, updates = train("one")
     episodes_again, digests_again, _ = train("again")

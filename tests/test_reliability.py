@@ -14,7 +14,8 @@ from hvd_dqn.logdir import checkpoint
 from hvd_dqn.replay.frames import FrameReplayMemory
 from hvd_dqn.replay.memory import PrioritySettings, ReplayMemory
 
-from conftest import PYTHON, REPO, _horovodrun, horovodrun, python_module, run, subprocess_env
+from conftest import (PYTHON, REPO, _horovodrun, episodes_without_wall_time, horovodrun, python_module, run,
+                      subprocess_env, wall_seconds)
 
 # The update counts below assume one update per env step of each rank, from 1,000 transitions per rank:
 # pinned here, so they do not move with the preset's tuning. No stop rule: every job runs to its budget.
@@ -123,8 +124,16 @@ def test_a_run_stopped_by_sigterm_and_resumed_is_the_run_that_never_stopped(tmp_
     assert job.returncode == 0, output.read_text()[-3000:]
     stopped_at = checkpoint.read_counters(checkpoint.latest_checkpoint(str(stopped)))["env_steps"]
     assert 1000 <= stopped_at < 3000
+    stop_wall_s = checkpoint.read_counters(checkpoint.latest_checkpoint(str(stopped)))["wall_s"]
     log = _train(stopped, *flags[len(CARTPOLE):], "--resume")
-    assert (stopped / "episodes.csv").read_text() == (whole / "episodes.csv").read_text()
+    assert episodes_without_wall_time(stopped / "episodes.csv") == episodes_without_wall_time(whole / "episodes.csv")
+    # Time to a score can be read from episodes.csv: its clock went on from the stop, not from zero (ranks'
+    # clocks differ by milliseconds, so rows of one env step may differ that much out of order).
+    seconds = wall_seconds(stopped / "episodes.csv")
+    assert stop_wall_s > 0 and all(later >= earlier - 0.5 for earlier, later in zip(seconds, seconds[1:]))
+    steps = [int(line.split(",")[0]) for line in (stopped / "episodes.csv").read_text().splitlines()[1:]]
+    assert all(wall_s >= stop_wall_s - 0.5 for step, wall_s in zip(steps, seconds) if step > stopped_at)
+    assert checkpoint.read_counters(checkpoint.latest_checkpoint(str(stopped)))["wall_s"] > stop_wall_s
     assert not list(stopped.glob("*.after_*.csv"))  # a stop by signal checkpoints its last step: nothing set aside
     assert "emulator states saved with 2 of 2 ranks' memories: their episodes under way go on" in (
         log.stdout + log.stderr)
@@ -138,9 +147,9 @@ def test_a_run_stopped_by_sigterm_and_resumed_is_the_run_that_never_stopped(tmp_
     # Killed long after it, the CSVs logged on to the end: the rows after 1,504 are set aside, not kept twice.
     late = _crashed_copy(stopped, tmp_path / "late")
     log = _train(late, *flags[len(CARTPOLE):], "--resume")
-    assert (late / "episodes.csv").read_text() == (whole / "episodes.csv").read_text()
+    assert episodes_without_wall_time(late / "episodes.csv") == episodes_without_wall_time(whole / "episodes.csv")
     aside = (late / "episodes.after_1504.csv").read_text().splitlines()
-    assert aside[0] == "env_steps,env_frames,rank,env,return,length" and len(aside) > 1
+    assert aside[0] == "env_steps,env_frames,rank,env,return,length,wall_s" and len(aside) > 1
     assert all(int(row.split(",")[0]) > 1504 for row in aside[1:])
     assert "moved to " + str(late / "episodes.after_1504.csv") in log.stdout + log.stderr
     # Killed right after it, before the next log interval (2,000): the CSVs hold what the log points up to
@@ -153,7 +162,7 @@ def test_a_run_stopped_by_sigterm_and_resumed_is_the_run_that_never_stopped(tmp_
         header, *rows = (early / name).read_text().splitlines(keepends=True)
         (early / name).write_text(header + "".join(row for row in rows if int(row.split(",")[0]) <= last_log))
     _train(early, *flags[len(CARTPOLE):], "--resume")
-    assert (early / "episodes.csv").read_text() == (whole / "episodes.csv").read_text()
+    assert episodes_without_wall_time(early / "episodes.csv") == episodes_without_wall_time(whole / "episodes.csv")
 
 
 def _crashed_copy(logdir, copy):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-from typing import Sequence
+from typing import List, Sequence
 
 import numpy as np
 
@@ -52,16 +52,47 @@ class World:
         return self.rank == 0
 
 
-def init_horovod(intra_op_threads: int = 0, inter_op_threads: int = 1, deterministic_ops: bool = False) -> World:
+class BindingError(ValueError):
+    """--cores_per_rank asks for more cores than this rank's host lets its process use."""
+
+
+def cores_for_rank(available: Sequence[int], local_rank: int, local_size: int, cores_per_rank: int) -> List[int]:
+    """The cores a rank binds to under --cores_per_rank: of the cores its process may use (`available`), the
+    `local_rank`-th block of `cores_per_rank` consecutive ones, so the ranks of a host never share a core.
+    A process the launcher already bound to exactly that many cores (mpirun --bind-to core) keeps them."""
+    cores = sorted(available)
+    if len(cores) == cores_per_rank:
+        return cores
+    if len(cores) < local_size * cores_per_rank:
+        raise BindingError(f"--cores_per_rank={cores_per_rank}: {local_size} rank(s) on this host need "
+                           f"{local_size * cores_per_rank} cores, but this process may use {len(cores)} "
+                           f"({','.join(map(str, cores))}); use fewer ranks per host or fewer cores per rank")
+    return cores[local_rank * cores_per_rank:(local_rank + 1) * cores_per_rank]
+
+
+def bind_to_cores(cores: Sequence[int]) -> None:
+    """Binds every thread this process has (Horovod's background thread and the MPI or Gloo threads among
+    them) and every thread it starts later (TensorFlow's pools, the emulators') to `cores`."""
+    for thread_id in os.listdir("/proc/self/task"):
+        try:
+            os.sched_setaffinity(int(thread_id), cores)
+        except ProcessLookupError:  # the thread ended meanwhile
+            pass
+
+
+def init_horovod(intra_op_threads: int = 0, inter_op_threads: int = 1, deterministic_ops: bool = False,
+                 cores_per_rank: int = 0) -> World:
     """Initialises Horovod and TensorFlow's devices and threads for this rank; returns the World.
 
-    intra_op_threads=0 gives each rank an equal share of this host's cores, so N ranks on one host do not
-    each start a thread per core and oversubscribe the CPU.
+    intra_op_threads=0 gives each rank an equal share of this host's cores (or, bound by `cores_per_rank`,
+    its own cores), so N ranks on one host do not each start a thread per core and oversubscribe the CPU.
     """
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
     hvd.init()
+    if cores_per_rank:  # before TensorFlow starts its thread pools, which inherit the binding
+        bind_to_cores(cores_for_rank(os.sched_getaffinity(0), hvd.local_rank(), hvd.local_size(), cores_per_rank))
     # Horovod: pin one GPU per local rank, with memory growth so ranks do not reserve each other's memory.
     gpus = tf.config.list_physical_devices("GPU")
     for gpu in gpus:
@@ -69,7 +100,7 @@ def init_horovod(intra_op_threads: int = 0, inter_op_threads: int = 1, determini
     if gpus:
         tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
     if intra_op_threads == 0:
-        intra_op_threads = max(1, (os.cpu_count() or 1) // hvd.local_size())
+        intra_op_threads = cores_per_rank or max(1, (os.cpu_count() or 1) // hvd.local_size())
     # TensorFlow refuses to change its pools once it has started; setting the values they have is harmless
     # (the benchmark initialises before it builds a Trainer, which initialises again).
     if tf.config.threading.get_intra_op_parallelism_threads() != intra_op_threads:
@@ -135,16 +166,31 @@ def describe_world(world: World) -> str:
     built from what every rank reports about itself. Every rank must call it; all get the same text."""
     import horovod.tensorflow as hvd
 
-    places = gather_objects((world.rank, world.hostname, world.local_rank, os.getpid()), "world_places")
+    places = gather_objects((world.rank, world.hostname, world.local_rank, os.getpid(), cores_text()),
+                            "world_places")
     hosts = {}
-    for rank, hostname, local_rank, pid in places:
+    for rank, hostname, local_rank, pid, _ in places:
         hosts.setdefault(hostname, []).append(f"rank {rank} (local rank {local_rank}, pid {pid})")
     built = {"MPI": hvd.mpi_built(), "Gloo": hvd.gloo_built(), "NCCL": hvd.nccl_built(),
              "oneCCL": hvd.ccl_built(), "DDL": hvd.ddl_built()}
     lines = [f"world: {world.size} ranks on {len(hosts)} host(s), controller {world.controller}; "
              f"collectives built: {', '.join(name for name, yes in built.items() if yes) or 'none'}"]
     lines += [f"  {hostname}: {'; '.join(ranks)}" for hostname, ranks in hosts.items()]
+    # Which cores each rank's threads may run on: its own block under --cores_per_rank (or a launcher's binding),
+    # else every core of its host, shared with the host's other ranks.
+    lines.append("  cores: " + "; ".join(f"rank {rank} on {cores}" for rank, _, _, _, cores in places))
     return "\n".join(lines)
+
+
+def cores_text() -> str:
+    """The cores this process may run on, as ranges: "0-3", "1", "0,2"."""
+    cores, ranges = sorted(os.sched_getaffinity(0)), []
+    for core in cores:
+        if ranges and core == ranges[-1][1] + 1:
+            ranges[-1][1] = core
+        else:
+            ranges.append([core, core])
+    return ",".join(str(first) if first == last else f"{first}-{last}" for first, last in ranges)
 
 
 def weights_digest(variables: Sequence) -> str:

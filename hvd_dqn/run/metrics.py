@@ -3,7 +3,8 @@
 Rank 0 writes each row three ways: a progress line on the console, TensorBoard scalars under namespaced
 tags (`charts/...`, `losses/...`, as CleanRL names them) and a row of <logdir>/metrics.csv. Every finished
 training episode of every rank also becomes a row of <logdir>/episodes.csv (env steps and frames at its end,
-rank, env, raw return, length), from which scripts/plot_curves.py draws curves with a band over ranks.
+rank, env, raw return, length, and `wall_s`: the seconds of training when it ended, continued across resumes),
+from which scripts/plot_curves.py draws curves with a band over ranks and time to a score is read.
 On resume both CSVs are appended to, not replaced; rows a crashed run logged after the checkpoint it resumes
 from are first moved to a side file (`set_aside_rows_after`), since the resumed run plays those env steps again.
 """
@@ -27,7 +28,7 @@ CSV_COLUMNS = (
     "wall_time_s",
 )
 
-EPISODE_CSV_COLUMNS = ("env_steps", "env_frames", "rank", "env", "return", "length")
+EPISODE_CSV_COLUMNS = ("env_steps", "env_frames", "rank", "env", "return", "length", "wall_s")
 
 # CSV column -> TensorBoard tag.
 TENSORBOARD_TAGS = {
@@ -79,13 +80,15 @@ class RankMetrics:
     def _clear(self):
         self.return_sum = self.length_sum = self.episodes = 0.0
         self.loss_sum = self.q_sum = self.updates = 0.0
-        self.episode_rows = []  # (env steps at the end, env, return, length)
+        self.episode_rows = []  # (env steps at the end, env, return, length, seconds of training at the end)
 
-    def record_episodes(self, env_steps: int, envs: np.ndarray, returns: np.ndarray, lengths: np.ndarray) -> None:
+    def record_episodes(self, env_steps: int, envs: np.ndarray, returns: np.ndarray, lengths: np.ndarray,
+                        wall_s: float = math.nan) -> None:
         self.return_sum += float(np.sum(returns))
         self.length_sum += float(np.sum(lengths))
         self.episodes += len(returns)
-        self.episode_rows.extend(zip([env_steps] * len(envs), envs.tolist(), returns.tolist(), lengths.tolist()))
+        self.episode_rows.extend(zip([env_steps] * len(envs), envs.tolist(), returns.tolist(), lengths.tolist(),
+                                     [wall_s] * len(envs)))
 
     def record_update(self, metrics: Dict[str, float]) -> None:
         self.loss_sum += metrics["td_loss"]
@@ -111,10 +114,9 @@ class RankMetrics:
 
 
 def episodes_as_played(rows_by_rank: List[list]) -> List[tuple]:
-    """Every rank's finished episodes (RankMetrics.reduce's rows) as (env steps, rank, env, return, length),
-    in the order they were played: by the job's env steps at their end, then rank and env."""
-    return sorted((env_steps, rank, env, episode_return, length)
-                  for rank, rows in enumerate(rows_by_rank) for env_steps, env, episode_return, length in rows)
+    """Every rank's finished episodes (RankMetrics.reduce's rows) as (env steps, rank, env, return, length,
+    wall_s), in the order they were played: by the job's env steps at their end, then rank and env."""
+    return sorted((env_steps, rank, *row) for rank, rows in enumerate(rows_by_rank) for env_steps, *row in rows)
 
 
 class MetricsWriter:
@@ -138,22 +140,23 @@ class MetricsWriter:
 
     def write_episodes(self, rows_by_rank: List[list]) -> None:
         """Appends each rank's finished episodes to episodes.csv, in the order they were played."""
-        for env_steps, rank, env, episode_return, length in episodes_as_played(rows_by_rank):
+        for env_steps, rank, env, episode_return, length, wall_s in episodes_as_played(rows_by_rank):
             self._episodes.writerow({"env_steps": env_steps, "env_frames": env_steps * self._frames_per_step,
                                      "rank": rank, "env": env, "return": _format(float(episode_return)),
-                                     "length": length})
+                                     "length": length, "wall_s": "" if math.isnan(wall_s) else f"{wall_s:.1f}"})
         self._episodes_file.flush()
 
     def write(self, row: Dict[str, float], eval_return_mean: Optional[float] = None) -> None:
-        """Completes `row` with throughput and wall time, then prints, logs to TensorBoard and appends to CSV."""
+        """Completes `row` with throughput and wall time (the trainer's clock as `row["wall_time_s"]`, else
+        the seconds since this writer began), then prints, logs to TensorBoard and appends to CSV."""
         import tensorflow as tf
 
         now = time.monotonic()
         env_steps = row["env_steps"]
         steps_per_second = (env_steps - self._last_env_steps) / max(now - self._last_time, 1e-9)
         self._last_env_steps, self._last_time = env_steps, now
-        row = dict(row, env_steps_per_second=steps_per_second, wall_time_s=now - self._start_time,
-                   env_frames=env_steps * self._frames_per_step)
+        row = dict(row, env_steps_per_second=steps_per_second, env_frames=env_steps * self._frames_per_step)
+        row.setdefault("wall_time_s", now - self._start_time)
         if eval_return_mean is not None:
             row["eval_return_mean"] = eval_return_mean
         self._csv.writerow({key: _format(value) for key, value in row.items()})

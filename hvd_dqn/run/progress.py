@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import signal
+import time
 from typing import List, Optional
 
 # The ranks agree on stopping every this many env steps per rank (one tiny allreduce): short enough to stop
@@ -25,13 +26,44 @@ class Counters:
     # With --stop_at_train_return: the returns of the job's latest --stop_train_episodes training episodes,
     # oldest first, so that a resumed or elastic run keeps counting the same window.
     recent_returns: List[float] = dataclasses.field(default_factory=list)
+    # Seconds of training when the checkpoint was written (rank 0's `TrainingClock`), so that a resumed run's
+    # clock goes on from there. Under --elastic it is rolled back with the rest, but the clock is not.
+    wall_s: float = 0.0
 
     @classmethod
     def from_saved(cls, saved: dict) -> "Counters":
         """The counters of a checkpoint's counters.json (fields it lacks start at their defaults)."""
-        return cls(**{field.name: [float(value) for value in saved.get(field.name, [])]
-                      if field.name == "recent_returns" else int(saved.get(field.name, 0))
-                      for field in dataclasses.fields(cls)})
+        def value(field):
+            if field.name == "recent_returns":
+                return [float(item) for item in saved.get(field.name, [])]
+            return float(saved.get(field.name, 0.0)) if field.name == "wall_s" else int(saved.get(field.name, 0))
+
+        return cls(**{field.name: value(field) for field in dataclasses.fields(cls)})
+
+
+class TrainingClock:
+    """Seconds of training since the run began, summed over the parts of a resumed run: the time base of
+    episodes.csv's `wall_s` and metrics.csv's `wall_time_s`, in which time to a score is measured. It runs
+    from the first entry into the training loop (after start-up: imports, Horovod, building the networks,
+    restoring a checkpoint) to the end of the loop; a failure and rollback under --elastic costs real time and
+    is counted."""
+
+    def __init__(self, seconds_before: float = 0.0):
+        self._seconds_before = seconds_before
+        self._running_since: Optional[float] = None
+
+    def start(self) -> None:
+        if self._running_since is None:
+            self._running_since = time.monotonic()
+
+    def stop(self) -> None:
+        if self._running_since is not None:
+            self._seconds_before = self.seconds()
+            self._running_since = None
+
+    def seconds(self) -> float:
+        running = time.monotonic() - self._running_since if self._running_since is not None else 0.0
+        return self._seconds_before + running
 
 
 class StopSignals:

@@ -32,7 +32,7 @@ from hvd_dqn.run.elastic import run_elastic
 from hvd_dqn.run.learning_side import LearningSide, make_replay_memory
 from hvd_dqn.run.metrics import EpisodeTracker, MetricsWriter, RankMetrics, episodes_as_played
 from hvd_dqn.run.pipeline import ActingPipeline
-from hvd_dqn.run.progress import STOP_POLL_ENV_STEPS_PER_RANK, Counters, StopSignals
+from hvd_dqn.run.progress import STOP_POLL_ENV_STEPS_PER_RANK, Counters, StopSignals, TrainingClock
 from hvd_dqn.run.save_restore import Checkpointing
 
 
@@ -46,8 +46,12 @@ class Trainer:
         # pipeline's acting thread runs its inference beside the learner's ops: it needs an inter-op thread of
         # its own, or TensorFlow runs the two one after the other (measured: inference fell from 378 to 40 per
         # second beside a Nature-CNN update with one inter-op thread, and ran at 337 with two).
-        self.world = distributed.init_horovod(config.intra_op_threads, config.inter_op_threads + int(self.use_pipeline),
-                                              config.deterministic_ops)
+        try:
+            self.world = distributed.init_horovod(config.intra_op_threads,
+                                                  config.inter_op_threads + int(self.use_pipeline),
+                                                  config.deterministic_ops, config.cores_per_rank)
+        except distributed.BindingError as error:
+            raise ConfigError(str(error)) from None
         # An object-store --logdir (s3://, gs://): every rank writes into a local mirror, which uploads.
         self.store = storage.LogdirMirror(config.logdir, self.world.rank) if storage.is_remote(config.logdir) \
             else None
@@ -89,6 +93,7 @@ class Trainer:
         self._take_place_in_world()
 
         self.counters = Counters()
+        self.clock = TrainingClock()  # seconds of training, continued across resumes
         self.last_log_env_steps = None
         self.last_checkpoint_env_steps = None
         self.pipeline: Optional[ActingPipeline] = None  # while train() runs with --pipeline
@@ -133,6 +138,7 @@ class Trainer:
         resumed, acting_state = self.checkpoints.restore_or_broadcast(self.world, self.learning, self.rng)
         if resumed is not None:
             self.counters = resumed
+            self.clock = TrainingClock(resumed.wall_s)
             self.last_checkpoint_env_steps = resumed.env_steps
             self.resumed_log = True
         if acting_state is not None:
@@ -193,7 +199,7 @@ class Trainer:
         finished_envs, finished_returns, finished_lengths = self.episodes.step(reward, done)
         if len(finished_envs):
             self.rank_metrics.record_episodes(self.counters.env_steps, finished_envs, finished_returns,
-                                              finished_lengths)
+                                              finished_lengths, self.clock.seconds())
             self.unreported_episodes += len(finished_envs)
 
     def _act_overlapped(self, env_steps_before: int) -> None:
@@ -334,6 +340,7 @@ class Trainer:
         self.unpaid_env_steps = None  # its credit was rolled back with the counters
         self.stop_at_iteration = None
         self.signals.install()
+        self.clock.start()
         self.begin_acting()
 
     def _finish_training(self) -> None:
@@ -342,6 +349,7 @@ class Trainer:
             self._log(None)
         if self.last_checkpoint_env_steps != self.counters.env_steps:
             self._checkpoint()
+        self.clock.stop()
         if self.stopped_by and self.world.is_chief:
             logging.info("stopped by %s at %s env steps; checkpoint %s holds everything. To continue, run the "
                          "same command with --resume", self.stopped_by, f"{self.counters.env_steps:,}",
@@ -406,7 +414,7 @@ class Trainer:
             else self.acting.epsilon_schedule(max(0, self.counters.env_steps - self.env_steps_per_iteration))
         row = dict(window, env_steps=self.counters.env_steps, updates=self.counters.updates,
                    episodes=self.counters.episodes, epsilon=epsilon,
-                   learning_rate=current_learning_rate(self.learner.optimizer))
+                   learning_rate=current_learning_rate(self.learner.optimizer), wall_time_s=self.clock.seconds())
         self.writer.write(row, eval_return_mean=eval_return)
         self._upload_logs()
 
@@ -429,6 +437,7 @@ class Trainer:
     def _checkpoint(self) -> None:
         """Collective: the job's checkpoint at the current counters (`Checkpointing.write`)."""
         self._sum_episode_counts()
+        self.counters.wall_s = self.clock.seconds()  # rank 0's is saved
         acting_state = self.acting.state()
         if acting_state is not None:
             acting_state.update(self.episodes.state())

@@ -25,7 +25,9 @@ replay memories and, when the study is started again, continues from it (--resum
 CartPole or MinAtar, whose emulators the checkpoint holds too, the continued run is the run that never stopped;
 Atari's emulators cannot be saved, so the episodes under way at the stop never end in episodes.csv. run.json
 counts the parts; the wall time adds them up. Ranks beyond the cores oversubscribe them: env steps, not wall
-time, are compared.
+time, are compared, unless the study runs in time mode (--cores_per_rank=K): then every rank of every run, the
+one-rank baseline included, is bound to K cores of its own, and each record also gives wall_s_to_target, the
+seconds of training at which the target was reached (episodes.csv's wall_s, continued across a run's parts).
 Writes OUT.json (one record per run plus a summary per rank count) and OUT.png."""
 import argparse
 import contextlib
@@ -60,27 +62,41 @@ def parse_int_list(text: str, name: str):
     return values
 
 
-def env_steps_to_target(episodes, target: float, window: int):
-    """episodes: (env_steps_at_end, return) in any order. The first env step at which the last `window`
-    episodes average at least `target`, or None."""
+def episode_at_target(episodes, target: float, window: int):
+    """episodes: (env_steps_at_end, return, ...) in any order. The episode whose end completes the first
+    `window` consecutive episodes (by env steps) that average at least `target`, or None."""
     ordered = sorted(episodes, key=lambda episode: episode[0])
     total = 0.0
-    for index, (env_steps, episode_return) in enumerate(ordered):
-        total += episode_return
+    for index, episode in enumerate(ordered):
+        total += episode[1]
         if index >= window:
             total -= ordered[index - window][1]
         if index + 1 >= window and total / window >= target:
-            return int(env_steps)
+            return episode
     return None
+
+
+def env_steps_to_target(episodes, target: float, window: int):
+    """The env steps at which the target was reached (see `episode_at_target`), or None."""
+    reached = episode_at_target(episodes, target, window)
+    return None if reached is None else int(reached[0])
+
+
+def wall_s_to_target(episodes, target: float, window: int):
+    """The seconds of training at which the target was reached, from episodes (env_steps, return, wall_s),
+    or None: not reached, or episodes.csv written before it had wall_s."""
+    reached = episode_at_target(episodes, target, window)
+    return None if reached is None or math.isnan(reached[2]) else round(float(reached[2]), 1)
 
 
 def final_return(episodes, window: int):
     ordered = sorted(episodes, key=lambda episode: episode[0])[-window:]
-    return sum(episode_return for _, episode_return in ordered) / len(ordered) if ordered else None
+    return sum(episode[1] for episode in ordered) / len(ordered) if ordered else None
 
 
 def read_run(logdir: str):
-    """(env id, [(env steps at the episode's end, return), ...]) of a finished run, from its logdir."""
+    """(env id, [(env steps at the episode's end, return, seconds of training then), ...]) of a finished run,
+    from its logdir."""
     from hvd_dqn.logdir.curves import CurveError, load_run
 
     try:
@@ -88,7 +104,7 @@ def read_run(logdir: str):
     except CurveError as error:
         raise StudyError(f"{error} (see {logdir}.log)") from None
     ends = (run.episode_frames // run.frames_per_step).astype(int)
-    return run.env_id, list(zip(ends.tolist(), run.episode_returns.tolist()))
+    return run.env_id, list(zip(ends.tolist(), run.episode_returns.tolist(), run.episode_wall_s.tolist()))
 
 
 def finished_env_steps(logdir: str):
@@ -315,9 +331,10 @@ def kept_evidence(evidence: str, provenance: dict):
         preset_key = "flagfile_sha256"
     else:  # the preset's flags decide
         preset_key, kept = "preset_flags_sha256", dict(kept, preset_flags_sha256=flags_digest)
-    differing = [key for key in ("flagfile", preset_key, "extra_flags", "job_num_envs", "budget_env_steps",
-                                 "ranks", "seed")
-                 if kept.get(key) != provenance[key]]
+    defaults = {"cores_per_rank": 0}  # evidence kept before the time mode ran unbound
+    differing = [key for key in ("flagfile", preset_key, "extra_flags", "job_num_envs", "cores_per_rank",
+                                 "budget_env_steps", "ranks", "seed")
+                 if kept.get(key, defaults.get(key)) != provenance[key]]
     if differing:
         raise StudyError(f"{evidence} holds a run made with another {', '.join(differing)} "
                          f"({', '.join(f'{key}={kept.get(key)!r}' for key in differing)}); choose another --out")
@@ -337,19 +354,25 @@ def summarise(records, ranks_list):
     for ranks in ranks_list:
         runs = [record for record in records if record["ranks"] == ranks]
         reached = [record["env_steps_to_target"] for record in runs if record["env_steps_to_target"] is not None]
+        times = [record.get("wall_s_to_target") for record in runs]
         finals = [record["final_return"] for record in runs if record["final_return"] is not None]
         summary.append(dict(ranks=ranks, runs=len(runs), reached_target=len(reached),
                             median_env_steps_to_target=censored_median([record["env_steps_to_target"]
                                                                         for record in runs]),
                             min_env_steps_to_target=min(reached) if reached else None,
                             max_env_steps_to_target=max(reached) if reached else None,
+                            # Where every run that reached the target has its time (episodes.csv with wall_s).
+                            median_wall_s_to_target=censored_median(times) if all(
+                                time is not None for time, record in zip(times, runs)
+                                if record["env_steps_to_target"] is not None) else None,
                             median_final_return=statistics.median(finals) if finals else None,
                             min_final_return=min(finals) if finals else None,
                             max_final_return=max(finals) if finals else None))
-    base = next((row["median_env_steps_to_target"] for row in summary if row["ranks"] == min(ranks_list)), None)
-    for row in summary:
-        median = row["median_env_steps_to_target"]
-        row["env_steps_ratio_to_fewest_ranks"] = round(median / base, 3) if base and median else None
+    for measure in ("env_steps", "wall_s"):
+        base = next((row[f"median_{measure}_to_target"] for row in summary if row["ranks"] == min(ranks_list)), None)
+        for row in summary:
+            median = row[f"median_{measure}_to_target"]
+            row[f"{measure}_ratio_to_fewest_ranks"] = round(median / base, 3) if base and median else None
     return summary
 
 
@@ -361,7 +384,9 @@ def draw(study, path):
 
     from hvd_dqn.logdir.curves import save_figure
 
-    figure, (steps_axes, return_axes) = plt.subplots(1, 2, figsize=(11, 4.5), dpi=120)
+    timed = any(record.get("wall_s_to_target") is not None for record in study["runs"])
+    figure, panels = plt.subplots(1, 3 if timed else 2, figsize=(16 if timed else 11, 4.5), dpi=120)
+    steps_axes, return_axes = panels[:2]
     for record in study["runs"]:
         if record["env_steps_to_target"] is not None:
             steps_axes.plot(record["ranks"], record["env_steps_to_target"], "o", color="C0", alpha=0.4)
@@ -376,7 +401,16 @@ def draw(study, path):
     return_axes.plot([row["ranks"] for row in finals], [row["median_final_return"] for row in finals], "-",
                      color="C1", label="median over seeds")
     return_axes.axhline(study["target"], color="grey", linestyle="--", label=f"target {study['target']:g}")
-    for axes in (steps_axes, return_axes):
+    if timed:  # time mode: seconds of training to the target, each rank on cores of its own
+        time_axes = panels[2]
+        for record in study["runs"]:
+            if record.get("wall_s_to_target") is not None:
+                time_axes.plot(record["ranks"], record["wall_s_to_target"], "o", color="C2", alpha=0.4)
+        timed_rows = [row for row in study["summary"] if row.get("median_wall_s_to_target") is not None]
+        time_axes.plot([row["ranks"] for row in timed_rows], [row["median_wall_s_to_target"] for row in timed_rows],
+                       "-", color="C2", label="median over seeds")
+        time_axes.set_ylabel(f"seconds of training to the target ({study['cores_per_rank']} core(s) per rank)")
+    for axes in panels:
         axes.set_xscale("log", base=2)
         axes.set_xticks(study["ranks"], [str(ranks) for ranks in study["ranks"]])
         axes.set_xlabel("ranks")
@@ -384,7 +418,8 @@ def draw(study, path):
         axes.legend(fontsize="small")
     steps_axes.set_ylabel(f"env steps until the mean of {study['window']} training episodes >= {study['target']:g}")
     return_axes.set_ylabel(f"mean return of the last {study['window']} episodes at {study['budget_env_steps']:,}")
-    figure.suptitle(f"{study['task']}: sample efficiency against ranks ({os.path.basename(study['flagfile'])})")
+    measured = "sample efficiency and time" if timed else "sample efficiency"
+    figure.suptitle(f"{study['task']}: {measured} against ranks ({os.path.basename(study['flagfile'])})")
     save_figure(figure, path)
 
 
@@ -405,6 +440,11 @@ def main(argv=None) -> int:
                         help="Envs of the whole job, the same for every rank count: each run gets --num_envs="
                              "JOB_NUM_ENVS/ranks (for --rank_scaling=batch, whose --num_envs counts per rank; "
                              "under --rank_scaling=updates the preset's --num_envs is the job's already).")
+    parser.add_argument("--cores_per_rank", type=int, default=0,
+                        help="Time mode: every rank of every run, the one-rank baseline included, bound to this "
+                             "many cores of its own (hvd_dqn.train --cores_per_rank), so that wall time to the "
+                             "target compares worker for worker; rank counts this machine has no cores for are "
+                             "refused. 0: unbound (ranks beyond the cores share them; compare env steps only).")
     parser.add_argument("--report_only", action="store_true",
                         help="Train nothing: report the runs whose evidence is kept, list the others as missing.")
     args = parser.parse_args(argv)
@@ -415,6 +455,15 @@ def main(argv=None) -> int:
         if args.window <= 0 or args.budget_env_steps <= 0:
             raise StudyError("--window and --budget_env_steps must be positive")
         config = resolved_config(args.flagfile, extra)
+        if args.cores_per_rank < 0:
+            raise StudyError(f"--cores_per_rank={args.cores_per_rank}: must be an integer >= 0")
+        if any(flag.startswith("--cores_per_rank") for flag in extra):
+            raise StudyError("--cores_per_rank: give it to the study (before --), which records it with every run")
+        cores_here = len(os.sched_getaffinity(0))
+        if args.cores_per_rank and max(ranks_list) * args.cores_per_rank > cores_here:
+            raise StudyError(f"--cores_per_rank={args.cores_per_rank}: {max(ranks_list)} ranks need "
+                             f"{max(ranks_list) * args.cores_per_rank} cores and this machine has {cores_here}; "
+                             "wall time compares worker for worker only with a core (or more) for each")
         if args.job_num_envs is not None:
             if config.rank_scaling != "batch":
                 raise StudyError(f"--job_num_envs={args.job_num_envs}: only for --rank_scaling=batch, whose "
@@ -444,8 +493,10 @@ def main(argv=None) -> int:
                                   flagfile_sha256=hashlib.sha256(preset).hexdigest()[:16],
                                   preset_flags_sha256=preset_flags_digest(preset),
                                   extra_flags=extra, job_num_envs=args.job_num_envs,
+                                  cores_per_rank=args.cores_per_rank,
                                   budget_env_steps=args.budget_env_steps, ranks=ranks, seed=seed)
                 run_flags = extra + ([] if args.job_num_envs is None else [f"--num_envs={args.job_num_envs // ranks}"])
+                run_flags += [f"--cores_per_rank={args.cores_per_rank}"] if args.cores_per_rank else []
                 kept = kept_evidence(evidence, provenance)
                 if kept is None and args.report_only:
                     missing.append(dict(ranks=ranks, seed=seed))
@@ -461,19 +512,21 @@ def main(argv=None) -> int:
                                     parts=len(commits) if commits else 1, commits=commits)
                         keep_evidence(logdir, evidence, kept)
                 task, episodes = read_run(evidence)
-                record = dict(ranks=ranks, seed=seed, env_steps_to_target=env_steps_to_target(episodes, args.target,
-                                                                                               args.window),
+                record = dict(ranks=ranks, seed=seed, cores_per_rank=args.cores_per_rank,
+                              env_steps_to_target=env_steps_to_target(episodes, args.target, args.window),
+                              wall_s_to_target=wall_s_to_target(episodes, args.target, args.window),
                               final_return=final_return(episodes, args.window), episodes=len(episodes),
                               wall_s=kept.get("wall_s"), parts=kept.get("parts", 1),
                               evidence=os.path.relpath(evidence, out_folder))
                 records.append(record)
-                print(f"[{PROGRAM}] ranks {ranks} seed {seed}: env steps to target {record['env_steps_to_target']}, "
-                      f"final return {record['final_return']:.1f}", flush=True)
+                print(f"[{PROGRAM}] ranks {ranks} seed {seed}: env steps to target {record['env_steps_to_target']} "
+                      f"({record['wall_s_to_target']} s of training), final return {record['final_return']:.1f}",
+                      flush=True)
         if not records:  # only under --report_only: a study that trains has a record of every run or stops
             raise StudyError(f"--report_only: {evidence_root} holds no evidence of these runs (ranks {args.ranks}, "
                              f"seeds {args.seeds}); train them first, without --report_only")
         study = dict(task=task, flagfile=os.path.relpath(args.flagfile, REPO), extra_flags=extra,
-                     job_num_envs=args.job_num_envs, target=args.target,
+                     job_num_envs=args.job_num_envs, cores_per_rank=args.cores_per_rank, target=args.target,
                      window=args.window, budget_env_steps=args.budget_env_steps, ranks=ranks_list, seeds=seeds,
                      runs=records, missing_runs=missing, summary=summarise(records, ranks_list))
         with open(args.out + ".json", "w") as handle:

@@ -50,6 +50,14 @@ def test_target_is_reached_when_a_window_of_consecutive_episodes_averages_it():
     assert study.final_return([], window=2) is None
 
 
+def test_time_to_target_is_the_training_clock_at_the_episode_that_reached_it():
+    study = _study_module()
+    episodes = [(30, 10.0, 3.5), (10, 0.0, 1.0), (20, 10.0, 2.25), (40, 10.0, 4.0)]
+    assert study.wall_s_to_target(episodes, target=10.0, window=2) == 3.5  # episodes at 20 and 30
+    assert study.wall_s_to_target(episodes, target=11.0, window=2) is None
+    assert study.wall_s_to_target([(10, 5.0, float("nan"))], target=1.0, window=1) is None  # written before wall_s
+
+
 def test_the_median_counts_unsolved_runs_as_beyond_the_budget():
     study = _study_module()
     assert study.censored_median([70, None, 80, None, 60]) == 80  # the third of 60, 70, 80, beyond, beyond
@@ -151,7 +159,7 @@ def test_evidence_kept_before_the_flags_digest_is_matched_through_the_presets_hi
     preset = (REPO / "configs" / "minatar.flags").read_bytes()
     provenance = dict(flagfile="configs/minatar.flags", flagfile_sha256="0" * 16,  # the raw bytes do not decide
                       preset_flags_sha256=study.preset_flags_digest(preset), extra_flags=["--rank_scaling=updates"],
-                      job_num_envs=None, budget_env_steps=250000, ranks=1, seed=0)
+                      job_num_envs=None, cores_per_rank=0, budget_env_steps=250000, ranks=1, seed=0)
     assert study.kept_evidence(str(legacy), provenance)["wall_s"] == kept["wall_s"]
     with pytest.raises(study.StudyError, match="another preset_flags_sha256"):
         study.kept_evidence(str(legacy), dict(provenance, preset_flags_sha256="1" * 16))
@@ -316,3 +324,48 @@ def test_report_only_without_any_evidence_says_so_in_one_line(tmp_path):
         f"scaling_study.py: error: --report_only: {tmp_path / 'typo'}_runs holds no evidence of these runs "
         "(ranks 1,2, seeds 0,1); train them first, without --report_only")
     assert not (tmp_path / "typo.json").exists() and not (tmp_path / "typo.png").exists()
+
+
+def _hand_made_evidence(folder, episodes, provenance):
+    """A finished run's evidence as the study keeps it: episodes (env steps, return, wall_s) of CartPole."""
+    folder.mkdir(parents=True)
+    rows = [f"{steps},{steps},0,0,{episode_return},{steps},{wall_s}" for steps, episode_return, wall_s in episodes]
+    (folder / "episodes.csv").write_text("env_steps,env_frames,rank,env,return,length,wall_s\n" + "\n".join(rows))
+    (folder / "metrics.csv").write_text("env_steps,env_frames,eval_return_mean\n")
+    (folder / "config.json").write_text(json.dumps({"env_id": "CartPole-v1"}))
+    (folder / "run.json").write_text(json.dumps(provenance))
+
+
+def test_the_time_mode_reports_wall_seconds_to_target_from_the_kept_evidence(tmp_path):
+    """--cores_per_rank: each record carries it and its wall_s_to_target, and the summary the median seconds
+    and their ratio to one rank's, all from episodes.csv's wall_s (a study of two hand-made runs)."""
+    study = _study_module()
+    preset = (REPO / "configs" / "cartpole.flags").read_bytes()
+    out = tmp_path / "time"
+    for ranks, episodes in ((1, [(100, 5.0, 1.0), (200, 10.0, 2.0), (300, 10.0, 3.0)]),
+                            (2, [(100, 10.0, 0.5), (150, 10.0, 0.9)])):
+        provenance = dict(flagfile="configs/cartpole.flags", flagfile_sha256=study.hashlib.sha256(preset).hexdigest()[:16],
+                          preset_flags_sha256=study.preset_flags_digest(preset), extra_flags=[], job_num_envs=None,
+                          cores_per_rank=1, budget_env_steps=400, ranks=ranks, seed=0, wall_s=9.0, parts=1)
+        _hand_made_evidence(tmp_path / f"time_runs/np{ranks}_seed0", episodes, provenance)
+    command = [PYTHON, str(REPO / "scripts" / "scaling_study.py"), f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+               "--ranks=1,2", "--seeds=0", "--target=10", "--window=2", "--budget_env_steps=400",
+               f"--workdir={tmp_path / 'runs'}", f"--out={out}", "--cores_per_rank=1", "--report_only"]
+    if len(study.os.sched_getaffinity(0)) < 2:
+        pytest.skip("two ranks of one core each need two cores")
+    run(command, timeout=120)
+    report = json.loads((tmp_path / "time.json").read_text())
+    assert report["cores_per_rank"] == 1
+    assert [(record["ranks"], record["cores_per_rank"], record["env_steps_to_target"], record["wall_s_to_target"])
+            for record in report["runs"]] == [(1, 1, 300, 3.0), (2, 1, 150, 0.9)]
+    assert [(row["median_wall_s_to_target"], row["wall_s_ratio_to_fewest_ranks"], row["env_steps_ratio_to_fewest_ranks"])
+            for row in report["summary"]] == [(3.0, 1.0, 1.0), (0.9, 0.3, 0.5)]
+    # The same evidence is not taken for an unbound study's.
+    unbound = run([arg for arg in command if arg != "--cores_per_rank=1"], timeout=120, check=False)
+    assert unbound.returncode == 2 and "another cores_per_rank (cores_per_rank=1)" in unbound.stderr
+    # More ranks than cores cannot be timed worker for worker.
+    cores = len(study.os.sched_getaffinity(0))
+    refused = run([*command[:4], f"--ranks=1,{cores + 1}", *command[5:]], timeout=120, check=False)
+    assert refused.returncode == 2 and refused.stderr.strip() == (
+        f"scaling_study.py: error: --cores_per_rank=1: {cores + 1} ranks need {cores + 1} cores and this machine has "
+        f"{cores}; wall time compares worker for worker only with a core (or more) for each")

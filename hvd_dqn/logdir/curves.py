@@ -31,6 +31,7 @@ class RunLog:
     episode_frames: np.ndarray  # env frames (summed over ranks) at each episode's end
     episode_ranks: np.ndarray
     episode_returns: np.ndarray  # raw game scores
+    episode_wall_s: np.ndarray  # seconds of training at each episode's end (NaN in files written before wall_s)
     eval_frames: np.ndarray
     eval_returns: np.ndarray
     final_frames: int  # the last env frame count the run logged
@@ -66,28 +67,31 @@ def load_run(logdir: str) -> RunLog:
             env_id = json.load(handle).get("env_id", "?")
         frames_per_step = frames_per_step_of(env_id) if env_id != "?" else 1
     episodes = _read_columns(episodes_path, ("env_frames", "rank", "return"))
+    wall_s = _read_columns(episodes_path, ("wall_s",), optional=True)["wall_s"]
     metrics = _read_columns(os.path.join(logdir, "metrics.csv"), ("env_frames", "eval_return_mean"))
     logged = metrics["env_frames"] if len(metrics["env_frames"]) else episodes["env_frames"]
     has_eval = ~np.isnan(metrics["eval_return_mean"])
     return RunLog(logdir=logdir, env_id=env_id, frames_per_step=frames_per_step,
                   episode_frames=episodes["env_frames"], episode_ranks=episodes["rank"].astype(np.int64),
-                  episode_returns=episodes["return"], eval_frames=metrics["env_frames"][has_eval],
+                  episode_returns=episodes["return"], episode_wall_s=wall_s,
+                  eval_frames=metrics["env_frames"][has_eval],
                   eval_returns=metrics["eval_return_mean"][has_eval],
                   final_frames=int(np.max(logged)) if len(logged) else 0)
 
 
-def _read_columns(path: str, names) -> Dict[str, np.ndarray]:
-    """Float columns of a CSV (empty cells become NaN); a missing file gives empty columns."""
+def _read_columns(path: str, names, optional: bool = False) -> Dict[str, np.ndarray]:
+    """Float columns of a CSV (empty cells become NaN); a missing file gives empty columns. A column the file
+    lacks is an error, or with `optional` all NaN."""
     columns = {name: [] for name in names}
     if os.path.exists(path):
         with open(path, newline="") as handle:
             reader = csv.DictReader(handle)
             missing = [name for name in names if name not in (reader.fieldnames or ())]
-            if missing:
+            if missing and not optional:
                 raise CurveError(f"{path}: no column {', '.join(missing)} (written by an older hvd_dqn?)")
             for row in reader:
                 for name in names:
-                    columns[name].append(float(row[name]) if row[name] != "" else np.nan)
+                    columns[name].append(float(row[name]) if row.get(name, "") != "" else np.nan)
     return {name: np.asarray(values, dtype=np.float64) for name, values in columns.items()}
 
 

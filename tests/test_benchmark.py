@@ -1,5 +1,6 @@
 """The benchmark command runs each stage and reports every figure it promises, side by side."""
 import json
+import os
 
 import pytest
 
@@ -79,3 +80,43 @@ def test_thread_sweep_names_a_bad_setting_in_one_line():
                   "--settings=2-2-1"], timeout=60, check=False)
     assert result.returncode == 2
     assert result.stderr.strip() == "thread_sweep.py: error: --settings=2-2-1: each setting is INTRA/ENV/INTER, e.g. 2/2/1"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two workers of one core each need two cores")
+def test_worker_scaling_times_one_and_two_bound_workers_in_turns(tmp_path):
+    """python -m hvd_dqn.benchmark_workers: each round trains 1 and 2 workers (one core each) from a fresh
+    logdir; the rates come from each run's metrics.csv, the speed-up is the per-round ratio."""
+    report_path = tmp_path / "workers.json"
+    result = python_module("hvd_dqn.benchmark_workers", [
+        f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--workers=1,2", "--rounds=1", "--measure_env_steps=1600",
+        "--log_points=2", f"--workdir={tmp_path / 'runs'}", f"--json={report_path}", "--", "--learning_starts=400"],
+        timeout=600)
+    report = json.loads(report_path.read_text())
+    one, two = report["runs"]
+    assert (one["workers"], two["workers"], report["cores_per_rank"]) == (1, 2, 1)
+    assert report["workers_speedup_2"] == round(two["env_steps_per_s"] / one["env_steps_per_s"], 3)
+    assert report["workers_efficiency_2"] == round(report["workers_speedup_2"] / 2, 3)
+    assert one["measured_env_steps"] == two["measured_env_steps"] == 800  # from the first log point with updates
+    assert "workers_speedup_2" in result.stdout
+    log = (tmp_path / "runs" / "workers2_round0.log").read_text()
+    assert "cores: rank 0 on" in log and "; rank 1 on" in log
+    assert json.loads((tmp_path / "runs" / "workers2_round0" / "config.json").read_text())["cores_per_rank"] == 1
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--workers=1,0"], "--workers=1,0: must list distinct positive worker counts, e.g. 1,2"),
+    (["--workers=1,{more}"], "--workers=1,{more} with --cores_per_rank=1 needs {more} cores; this machine has {cores}"),
+    (["--", "--logdir=x"], "--cores_per_rank, --logdir and --total_env_steps are the benchmark's to set; leave them "
+                           "out of the flags after --"),
+    (["--", "--batch_size=127"], "--workers=1,2: under --rank_scaling=updates --num_envs=8 and --batch_size=127 must "
+                                 "split evenly over 2 workers"),
+    (["--job_num_envs=8"], "--job_num_envs=8: only under --rank_scaling=batch, and without --num_envs after --"),
+    (["--", "--num_envz=3"], "the runs' flags: Unknown command line flag 'num_envz'. Did you mean: num_envs ?"),
+])
+def test_bad_worker_scaling_arguments_are_one_line(tmp_path, arguments, message):
+    cores = len(os.sched_getaffinity(0))
+    arguments = [argument.format(more=cores + 1) for argument in arguments]
+    result = python_module("hvd_dqn.benchmark_workers", [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+                                                         *arguments], timeout=120, check=False)
+    expected = f"hvd_dqn.benchmark_workers: error: {message.format(cores=cores, more=cores + 1)}"
+    assert result.returncode == 2 and result.stderr.strip() == expected

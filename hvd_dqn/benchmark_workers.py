@@ -34,18 +34,13 @@ class BenchmarkError(Exception):
 
 def resolved_config(flagfile: str, train_flags):
     """The TrainConfig every run trains with; a bad flag is a BenchmarkError naming it, before anything runs."""
-    from absl import flags
-
     from hvd_dqn.config import ConfigError
-    from hvd_dqn.flags import config_from_flags, define_flags
+    from hvd_dqn.flags import config_of_runs
 
-    flag_values = flags.FlagValues()
-    define_flags(flag_values)
     try:
-        flag_values([PROGRAM, f"--flagfile={flagfile}", *train_flags])
-        return config_from_flags(flag_values, check_logdir_writable=False)
-    except (flags.Error, ConfigError) as error:
-        raise BenchmarkError(f"the runs' flags: {str(error).replace('ERROR:: ', '')}") from None
+        return config_of_runs(PROGRAM, flagfile, train_flags)
+    except ConfigError as error:
+        raise BenchmarkError(f"the runs' flags: {error}") from None
 
 
 def fill_env_steps(config, workers: int) -> int:

@@ -196,3 +196,16 @@ def config_from_flags(flag_values=flags.FLAGS, check_logdir_writable: bool = Tru
                     "layer widths, e.g. 256,256") from None
         values[field.name] = value
     return validate(TrainConfig(**values), check_logdir_writable=check_logdir_writable)
+
+
+def config_of_runs(program: str, flagfile: str, run_flags) -> TrainConfig:
+    """The config `hvd_dqn.train --flagfile=FLAGFILE RUN_FLAGS...` would train with, parsed apart from this
+    process's own flags: tools that start training runs (the scaling study, the worker benchmark) check their
+    runs' flags with it before any run starts. Raises ConfigError naming a bad flag."""
+    flag_values = flags.FlagValues()
+    define_flags(flag_values)
+    try:
+        flag_values([program, f"--flagfile={flagfile}", *run_flags])
+    except flags.Error as error:
+        raise ConfigError(str(error).replace("ERROR:: ", "")) from None
+    return config_from_flags(flag_values, check_logdir_writable=False)

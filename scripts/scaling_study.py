@@ -36,7 +36,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import shutil
 import signal
 import statistics
@@ -127,17 +126,12 @@ def holds_replay(logdir: str, ranks: int) -> bool:
 def resolved_config(flagfile: str, run_flags):
     """The TrainConfig the runs train with (the preset, then the flags after "--"), checked before any run
     trains: a bad flag is a StudyError naming it, not a failed run."""
-    from absl import flags
-
     from hvd_dqn.config import ConfigError
-    from hvd_dqn.flags import config_from_flags, define_flags
+    from hvd_dqn.flags import config_of_runs
 
-    flag_values = flags.FlagValues()
-    define_flags(flag_values)
     try:
-        flag_values([PROGRAM, f"--flagfile={flagfile}", *run_flags])
-        return config_from_flags(flag_values, check_logdir_writable=False)
-    except (flags.Error, ConfigError) as error:
+        return config_of_runs(PROGRAM, flagfile, run_flags)
+    except ConfigError as error:
         raise StudyError(f"the runs' flags: {error}") from None
 
 

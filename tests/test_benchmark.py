@@ -120,3 +120,20 @@ def test_bad_worker_scaling_arguments_are_one_line(tmp_path, arguments, message)
                                                          *arguments], timeout=120, check=False)
     expected = f"hvd_dqn.benchmark_workers: error: {message.format(cores=cores, more=cores + 1)}"
     assert result.returncode == 2 and result.stderr.strip() == expected
+
+
+def test_the_timeline_summary_pairs_each_phases_begin_and_end(tmp_path):
+    """scripts/timeline_summary.py on a hand-made Horovod timeline, left unclosed as Horovod leaves it."""
+    timeline = tmp_path / "timeline.json"
+    timeline.write_text('[\n{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "grad_0"}},\n'
+                        '{"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 100, "pid": 1},\n'
+                        '{"ph": "E", "ts": 1100, "pid": 1},\n{"ph": "B", "name": "ALLREDUCE", "ts": 1100, "pid": 1},\n'
+                        '{"ph": "B", "name": "MPI_ALLREDUCE", "ts": 1110, "pid": 1},\n'
+                        '{"ph": "E", "ts": 1160, "pid": 1},\n'
+                        '{"ph": "E", "ts": 1200, "pid": 1},\n{"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 2000, '
+                        '"pid": 1},\n{"ph": "E", "ts": 5000, "pid": 1},\n')
+    result = run([PYTHON, str(REPO / "scripts" / "timeline_summary.py"), str(timeline), "--skip_fraction=0"],
+                 timeout=60)
+    rows = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines()[1:]}
+    assert rows == {"ALLREDUCE": ["1", "100.0", "100.0"], "MPI_ALLREDUCE": ["1", "50.0", "50.0"],
+                    "NEGOTIATE_ALLREDUCE": ["2", "2000.0", "2000.0"]}

@@ -80,7 +80,9 @@ def run_once(workers: int, round_index: int, args, config, train_flags) -> dict:
     logdir = os.path.join(args.workdir, f"workers{workers}_round{round_index}")
     shutil.rmtree(logdir, ignore_errors=True)
     log_interval = max(1, args.measure_env_steps // args.log_points)
-    total = fill_env_steps(config, workers) + args.measure_env_steps + log_interval
+    # Timed: from the first log point after the memory fill (the first with updates) to the end of the run.
+    first_learning_log = (fill_env_steps(config, workers) // log_interval + 1) * log_interval
+    total = first_learning_log + log_interval * args.log_points
     if args.job_num_envs is not None:
         train_flags = [*train_flags, f"--num_envs={args.job_num_envs // workers}"]
     command = command_for(workers, args, logdir, total, log_interval, train_flags)

@@ -102,7 +102,7 @@ def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path)
     task, episodes = _study_module().read_run(str(evidence))
     assert task == "CartPole-v1"
     assert record["final_return"] == pytest.approx(_study_module().final_return(episodes, 10))
-    assert max(env_steps for env_steps, _ in episodes) <= 3000
+    assert max(episode[0] for episode in episodes) <= 3000
     [row] = study["summary"]
     assert row["ranks"] == 2 and row["runs"] == 1
     assert (tmp_path / "cartpole.png").read_bytes().startswith(PNG_MAGIC)

@@ -25,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 
+from hvd_dqn.run import distributed
+
 PROGRAM = "hvd_dqn.benchmark_workers"
 
 
@@ -88,7 +90,8 @@ def run_once(workers: int, round_index: int, args, config, train_flags) -> dict:
     command = command_for(workers, args, logdir, total, log_interval, train_flags)
     os.makedirs(args.workdir, exist_ok=True)
     with open(logdir + ".log", "w") as log:
-        status = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT).returncode
+        status = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT,
+                                env=distributed.launcher_environment()).returncode
     if status != 0:
         raise BenchmarkError(f"{workers} worker(s), round {round_index + 1}: hvd_dqn.train exited with status "
                              f"{status}; see {logdir}.log")

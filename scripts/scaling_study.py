@@ -26,8 +26,9 @@ CartPole or MinAtar, whose emulators the checkpoint holds too, the continued run
 Atari's emulators cannot be saved, so the episodes under way at the stop never end in episodes.csv. run.json
 counts the parts; the wall time adds them up. Ranks beyond the cores oversubscribe them: env steps, not wall
 time, are compared, unless the study runs in time mode (--cores_per_rank=K): then every rank of every run, the
-one-rank baseline included, is bound to K cores of its own, and each record also gives wall_s_to_target, the
-seconds of training at which the target was reached (episodes.csv's wall_s, continued across a run's parts).
+one-rank baseline included, is bound to K cores of its own, the runs start over MPI (--controller), and each
+record also gives wall_s_to_target, the seconds of training at which the target was reached (episodes.csv's
+wall_s, continued across a run's parts).
 Writes OUT.json (one record per run plus a summary per rank count) and OUT.png."""
 import argparse
 import contextlib
@@ -140,7 +141,7 @@ def train(ranks: int, seed: int, logdir: str, args, extra, resume: bool) -> floa
     Every checkpoint holds the ranks' replay memories (and CartPole's or MinAtar's emulators), so a run stopped
     by a signal continues where it stopped (--resume --checkpoint_replay): a run longer than a session is not
     thrown away."""
-    command = [os.path.join(REPO, ".venv", "bin", "horovodrun"), "-np", str(ranks), "--gloo",
+    command = [os.path.join(REPO, ".venv", "bin", "horovodrun"), "-np", str(ranks), f"--{args.controller}",
                os.path.join(REPO, ".venv", "bin", "python"), "-m", "hvd_dqn.train", f"--flagfile={args.flagfile}",
                f"--seed={seed}", f"--logdir={logdir}", f"--total_env_steps={args.budget_env_steps}",
                "--eval_interval_env_steps=0", "--stop_at_train_return=inf", "--checkpoint_replay",
@@ -148,7 +149,9 @@ def train(ranks: int, seed: int, logdir: str, args, extra, resume: bool) -> floa
     os.makedirs(os.path.dirname(logdir), exist_ok=True)
     start = time.time()
     with open(logdir + ".log", "a" if resume else "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO)
+        from hvd_dqn.run.distributed import launcher_environment
+
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env=launcher_environment())
         with forward_stop_signals(process) as stop:
             status = process.wait()
     if stop.received:
@@ -439,6 +442,10 @@ def main(argv=None) -> int:
                              "many cores of its own (hvd_dqn.train --cores_per_rank), so that wall time to the "
                              "target compares worker for worker; rank counts this machine has no cores for are "
                              "refused. 0: unbound (ranks beyond the cores share them; compare env steps only).")
+    parser.add_argument("--controller", choices=("gloo", "mpi"), default=None,
+                        help="horovodrun's controller for the runs (the same run either way, bit for bit). "
+                             "Default: mpi in time mode (Gloo's allreduce through loopback took 60 times MPI's "
+                             "on one host: results/acceleration/README.md), gloo otherwise.")
     parser.add_argument("--report_only", action="store_true",
                         help="Train nothing: report the runs whose evidence is kept, list the others as missing.")
     args = parser.parse_args(argv)
@@ -449,6 +456,7 @@ def main(argv=None) -> int:
         if args.window <= 0 or args.budget_env_steps <= 0:
             raise StudyError("--window and --budget_env_steps must be positive")
         config = resolved_config(args.flagfile, extra)
+        args.controller = args.controller or ("mpi" if args.cores_per_rank else "gloo")
         if args.cores_per_rank < 0:
             raise StudyError(f"--cores_per_rank={args.cores_per_rank}: must be an integer >= 0")
         if any(flag.startswith("--cores_per_rank") for flag in extra):
@@ -520,7 +528,8 @@ def main(argv=None) -> int:
             raise StudyError(f"--report_only: {evidence_root} holds no evidence of these runs (ranks {args.ranks}, "
                              f"seeds {args.seeds}); train them first, without --report_only")
         study = dict(task=task, flagfile=os.path.relpath(args.flagfile, REPO), extra_flags=extra,
-                     job_num_envs=args.job_num_envs, cores_per_rank=args.cores_per_rank, target=args.target,
+                     job_num_envs=args.job_num_envs, cores_per_rank=args.cores_per_rank,
+                     controller=args.controller, target=args.target,
                      window=args.window, budget_env_steps=args.budget_env_steps, ranks=ranks_list, seeds=seeds,
                      runs=records, missing_runs=missing, summary=summarise(records, ranks_list))
         with open(args.out + ".json", "w") as handle:

@@ -355,7 +355,7 @@ def test_the_time_mode_reports_wall_seconds_to_target_from_the_kept_evidence(tmp
         pytest.skip("two ranks of one core each need two cores")
     run(command, timeout=120)
     report = json.loads((tmp_path / "time.json").read_text())
-    assert report["cores_per_rank"] == 1
+    assert (report["cores_per_rank"], report["controller"]) == (1, "mpi")  # Gloo is the slow one on one host
     assert [(record["ranks"], record["cores_per_rank"], record["env_steps_to_target"], record["wall_s_to_target"])
             for record in report["runs"]] == [(1, 1, 300, 3.0), (2, 1, 150, 0.9)]
     assert [(row["median_wall_s_to_target"], row["wall_s_ratio_to_fewest_ranks"], row["env_steps_ratio_to_fewest_ranks"])

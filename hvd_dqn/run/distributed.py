@@ -22,6 +22,17 @@ import numpy as np
 _RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 
 
+def launcher_environment() -> dict:
+    """This process's environment with what horovodrun's MPI launcher needs here, for tools that start
+    training jobs (the scaling study, the worker benchmark): Open MPI refuses to start as root unless told it
+    may (CI and containers run as root). Values already set win, as in scripts/launch_env.sh."""
+    environment = dict(os.environ)
+    if os.geteuid() == 0:
+        environment.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        environment.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+    return environment
+
+
 def launcher_rank() -> int:
     """This process's global rank as the launcher announced it, or 0 when started without a launcher.
 

@@ -94,8 +94,8 @@ def test_worker_scaling_times_one_and_two_bound_workers_in_turns(tmp_path):
     report = json.loads(report_path.read_text())
     one, two = report["runs"]
     assert (one["workers"], two["workers"], report["cores_per_rank"]) == (1, 2, 1)
-    assert report["workers_speedup_2"] == round(two["env_steps_per_s"] / one["env_steps_per_s"], 3)
-    assert report["workers_efficiency_2"] == round(report["workers_speedup_2"] / 2, 3)
+    speedup = two["env_steps_per_s"] / one["env_steps_per_s"]
+    assert (report["workers_speedup_2"], report["workers_efficiency_2"]) == (round(speedup, 3), round(speedup / 2, 3))
     # From the first log point with updates (800: the memory holds 400 transitions by then) to the end.
     assert one["measured_env_steps"] == two["measured_env_steps"] == 1600
     assert "workers_speedup_2" in result.stdout

@@ -130,9 +130,9 @@ def parse_workers(text: str):
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    train_flags = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[:argv.index("--")] if "--" in argv else argv
+    from hvd_dqn.flags import split_run_flags
+
+    argv, train_flags = split_run_flags(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
     parser.add_argument("--flagfile", required=True, help="The preset every run trains with.")
     parser.add_argument("--workers", default="1,2", help="Worker counts, comma-separated; the fewest is the base.")

@@ -209,3 +209,9 @@ def config_of_runs(program: str, flagfile: str, run_flags) -> TrainConfig:
     except flags.Error as error:
         raise ConfigError(str(error).replace("ERROR:: ", "")) from None
     return config_from_flags(flag_values, check_logdir_writable=False)
+
+
+def split_run_flags(argv):
+    """(a tool's own arguments, the flags after "--" that go to every run of hvd_dqn.train)."""
+    argv = list(argv)
+    return (argv[:argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])

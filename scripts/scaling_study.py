@@ -421,9 +421,9 @@ def draw(study, path):
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[:argv.index("--")] if "--" in argv else argv
+    from hvd_dqn.flags import split_run_flags
+
+    argv, extra = split_run_flags(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
     parser.add_argument("--flagfile", required=True, help="The preset every run trains with.")
     parser.add_argument("--ranks", default="1,2,4,8", help="Rank counts, comma-separated.")

@@ -83,7 +83,7 @@ class RankMetrics:
         self.episode_rows = []  # (env steps at the end, env, return, length, seconds of training at the end)
 
     def record_episodes(self, env_steps: int, envs: np.ndarray, returns: np.ndarray, lengths: np.ndarray,
-                        wall_s: float = math.nan) -> None:
+                        wall_s: float) -> None:
         self.return_sum += float(np.sum(returns))
         self.length_sum += float(np.sum(lengths))
         self.episodes += len(returns)
@@ -133,7 +133,7 @@ class MetricsWriter:
         self._total_env_steps = total_env_steps
         self._frames_per_step = frames_per_step
         self._last_env_steps = start_env_steps
-        self._last_time = self._start_time = time.monotonic()
+        self._last_time = time.monotonic()
         self._tensorboard = tf.summary.create_file_writer(logdir)
         self._csv_file, self._csv = _open_csv(os.path.join(logdir, "metrics.csv"), CSV_COLUMNS)
         self._episodes_file, self._episodes = _open_csv(os.path.join(logdir, "episodes.csv"), EPISODE_CSV_COLUMNS)
@@ -143,12 +143,12 @@ class MetricsWriter:
         for env_steps, rank, env, episode_return, length, wall_s in episodes_as_played(rows_by_rank):
             self._episodes.writerow({"env_steps": env_steps, "env_frames": env_steps * self._frames_per_step,
                                      "rank": rank, "env": env, "return": _format(float(episode_return)),
-                                     "length": length, "wall_s": "" if math.isnan(wall_s) else f"{wall_s:.1f}"})
+                                     "length": length, "wall_s": f"{wall_s:.1f}"})
         self._episodes_file.flush()
 
     def write(self, row: Dict[str, float], eval_return_mean: Optional[float] = None) -> None:
-        """Completes `row` with throughput and wall time (the trainer's clock as `row["wall_time_s"]`, else
-        the seconds since this writer began), then prints, logs to TensorBoard and appends to CSV."""
+        """Completes `row` (which carries the trainer's clock as `wall_time_s`) with throughput, then prints,
+        logs to TensorBoard and appends to CSV."""
         import tensorflow as tf
 
         now = time.monotonic()
@@ -156,7 +156,6 @@ class MetricsWriter:
         steps_per_second = (env_steps - self._last_env_steps) / max(now - self._last_time, 1e-9)
         self._last_env_steps, self._last_time = env_steps, now
         row = dict(row, env_steps_per_second=steps_per_second, env_frames=env_steps * self._frames_per_step)
-        row.setdefault("wall_time_s", now - self._start_time)
         if eval_return_mean is not None:
             row["eval_return_mean"] = eval_return_mean
         self._csv.writerow({key: _format(value) for key, value in row.items()})

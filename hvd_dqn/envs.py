@@ -207,13 +207,6 @@ def steps_outside_python(env_id: str) -> bool:
     return atari_game(env_id) is not None
 
 
-def steps_in_background(env) -> bool:
-    """Whether `env` can step while the caller does other work (`send` now, `recv` later): ale-py's
-    AtariVectorEnv can. gymnasium's classic-control envs step in microseconds in the calling thread, where
-    overlapping them with the learner would cost more than it saves."""
-    return callable(getattr(env, "send", None)) and callable(getattr(env, "recv", None))
-
-
 def spec_of(env: gymnasium.vector.VectorEnv) -> EnvSpec:
     space = env.single_observation_space
     return EnvSpec(tuple(space.shape), np.dtype(space.dtype), int(env.single_action_space.n))

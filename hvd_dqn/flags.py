@@ -131,19 +131,14 @@ _HELP = {
     "pipeline": "on: acting (inference on a copy of the Q-network, the emulators, epsilon-greedy) runs ahead of "
                 "learning on a thread of its own, handing its steps to the learner through a bounded queue. "
                 "The replay ratio, the memory and every minibatch are those of acting in order; actions come "
-                "from weights a few updates older. Runs repeat exactly for a given seed. off: acting in order "
-                "(or --overlap_acting). auto: on for Atari, whose emulators step outside Python's interpreter "
-                "lock; classic-control and MinAtar envs step in Python, where a thread of their own measured "
-                "no gain.",
+                "from weights a few updates older. Runs repeat exactly for a given seed. off: acting in order. "
+                "auto: on for Atari, whose emulators step outside Python's interpreter lock; classic-control "
+                "and MinAtar envs step in Python, where a thread of their own measured no gain.",
     "pipeline_lead_env_steps": "With the pipeline on: how far acting may run ahead of learning, in env steps of the "
-                               "job (rounded down to whole steps of every env); 0 acts in order with learning. "
+                               "job (rounded up to whole steps of every env); 0 acts in order with learning. "
                                "-1: enough to act on through two updates.",
     "pipeline_sync_updates": "With the pipeline on: the learner's weights are copied to the acting thread after every "
                              "this many updates (at fixed points, so runs repeat).",
-    "overlap_acting": "With --pipeline=off, Atari: the emulators run each step on their own threads while the "
-                      "learner makes the updates the previous step paid for, instead of one after the other. "
-                      "Updates, their minibatches and the replay ratio are the same either way; actions come "
-                      "from weights one step older. Classic-control envs step in order (they take microseconds).",
     "fp16_allreduce": "Send gradients through the allreduce as float16 (Horovod's fp16 compression): half the "
                       "bytes between ranks, which pays where the network between hosts is the bottleneck; "
                       "they are averaged and applied in float32.",
@@ -163,8 +158,21 @@ _HELP = {
 }
 
 
+# Flags that name a combination of other flags, kept for the presets, results and scripts that use them.
+OVERLAP_ACTING = {"pipeline": "on", "pipeline_lead_env_steps": 1, "pipeline_sync_updates": 1}
+_ALIAS_HELP = {
+    "overlap_acting": "The emulators step while the learner makes the updates the previous step paid for, with "
+                      "actions from weights one step older: another name for --pipeline=on "
+                      "--pipeline_lead_env_steps=1 --pipeline_sync_updates=1 (one step of every env ahead, "
+                      "weights copied after every update). Given with --pipeline=off, as before it was an alias, "
+                      "it still turns the pipeline on.",
+}
+
+
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """Defines one absl flag per TrainConfig field in `flag_values`. Safe to call more than once."""
+    """Defines one absl flag per TrainConfig field in `flag_values`, and the aliases. Safe to call more than once."""
+    if "overlap_acting" not in flag_values:
+        flags.DEFINE_bool("overlap_acting", False, _ALIAS_HELP["overlap_acting"], flag_values=flag_values)
     for field in dataclasses.fields(TrainConfig):
         if field.name in flag_values:
             continue
@@ -195,7 +203,22 @@ def config_from_flags(flag_values=flags.FLAGS, check_logdir_writable: bool = Tru
                     f"--hidden_sizes={','.join(value)}: must be a comma-separated list of positive "
                     "layer widths, e.g. 256,256") from None
         values[field.name] = value
+    if flag_values["overlap_acting"].value:
+        # Before it named the pipeline, --overlap_acting was its own code path and went with --pipeline=off.
+        if values["pipeline"] == "off":
+            values["pipeline"] = "on"
+        _apply_alias("overlap_acting", OVERLAP_ACTING, flag_values, values)
     return validate(TrainConfig(**values), check_logdir_writable=check_logdir_writable)
+
+
+def _apply_alias(alias: str, meaning: dict, flag_values, values: dict) -> None:
+    """Sets the flags `alias` stands for; one of them also given with another value is a ConfigError."""
+    for name, value in meaning.items():
+        if flag_values[name].present and values[name] != value:
+            raise ConfigError(f"--{alias} is --{name}={value} (with "
+                              + " ".join(f"--{other}={setting}" for other, setting in meaning.items() if other != name)
+                              + f"); it cannot go with --{name}={values[name]}")
+        values[name] = value
 
 
 def config_of_runs(program: str, flagfile: str, run_flags) -> TrainConfig:

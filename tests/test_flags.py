@@ -30,6 +30,9 @@ def _error_line(result):
     (["--pipeline_lead_env_steps=-2"], "hvd_dqn.train: error: --pipeline_lead_env_steps=-2: must be an integer >= 0 "
                                        "(env steps of the job), or -1 for two updates' worth"),
     (["--pipeline=yes"], "hvd_dqn.train: error: --pipeline=yes: must be one of auto, on, off"),
+    (["--overlap_acting", "--pipeline_sync_updates=4"], "hvd_dqn.train: error: --overlap_acting is "
+     "--pipeline_sync_updates=1 (with --pipeline=on --pipeline_lead_env_steps=1); it cannot go with "
+     "--pipeline_sync_updates=4"),
     (["--pipeline_sync_updates=0"], "hvd_dqn.train: error: --pipeline_sync_updates=0: must be a positive integer"),
     (["--elastic", "--rank_scaling=updates"], "hvd_dqn.train: error: --rank_scaling=updates: splits the job's "
                                               "--num_envs, --replay_capacity and --batch_size over a fixed number"),
@@ -145,7 +148,7 @@ def test_atari_presets_follow_the_published_protocol(name, env_id):
 
 def test_each_preset_says_how_its_ranks_share_the_updates(tmp_path):
     """The Atari presets scale over ranks with bigger batches, the linear rule and schedules on one rank's
-    clock; the rest keep one rank's algorithm (the default). The README's elastic command must validate."""
+    clock; the rest keep one rank's algorithm (the default). The elastic command in docs/resume.md must validate."""
     for name in ("pong.flags", "breakout.flags", "pong_rainbow_lite.flags"):
         config = _preset(name)
         assert (config.rank_scaling, config.scale_lr_by_workers, config.lr_scale_rule,

@@ -60,7 +60,15 @@ def test_the_circle_finder_finds_a_circle():
 
 def test_subpackages_by_purpose_each_say_what_they_hold():
     subpackages = sorted(path.parent.name for path in PACKAGE.glob("*/__init__.py"))
-    assert subpackages == ["agent", "logdir", "reference", "replay", "run"]
+    assert subpackages == ["agent", "logdir", "measure", "reference", "replay", "run"]
     for name in subpackages:
         assert ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text())), \
             f"hvd_dqn/{name}/__init__.py says nothing of what it holds"
+
+
+MAX_MODULE_LINES = 400  # a module longer than this holds more than one idea; split it by purpose
+
+
+def test_no_module_is_longer_than_400_lines():
+    lengths = {str(path.relative_to(REPO)): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
+    assert {path: length for path, length in lengths.items() if length > MAX_MODULE_LINES} == {}

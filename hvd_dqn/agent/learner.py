@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from hvd_dqn.replay.memory import Batch, FrameBatch
+from hvd_dqn.replay.memory import FrameBatch
 
 # All gradients of an update cross the allreduce as one group, so every update fuses the same tensors into
 # the same buffer. Left to Horovod's tensor fusion, which tensors share a buffer depends on when each is

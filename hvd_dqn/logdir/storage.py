@@ -16,6 +16,8 @@ import shutil
 import tempfile
 from typing import List, Optional, Sequence
 
+from absl import logging
+
 from hvd_dqn.logdir.names import COMPLETE_MARKER, checkpoint_name_matches
 
 _URL = re.compile(r"^([a-z][a-z0-9+.-]*)://")
@@ -162,6 +164,14 @@ class LogdirMirror:
             path = os.path.join(self.local, name)
             if os.path.isfile(path) and not name.startswith("."):
                 self._do(f"upload {name}", self.fs.put_file, path, self._remote(name))
+
+    def try_upload_logs(self) -> None:
+        """`upload_logs` at a log point: a failure is only a warning (the next log point uploads the whole files
+        again); a checkpoint that cannot be stored, by contrast, stops the job."""
+        try:
+            self.upload_logs()
+        except StorageError as error:
+            logging.warning("%s; the next log point tries again", error)
 
     def fetch_logs(self, names: Sequence[str] = ("metrics.csv", "episodes.csv")) -> None:
         """Copies the stored `names` that the local logdir lacks, so a resumed run (or a rank that has become

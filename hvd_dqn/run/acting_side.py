@@ -42,7 +42,6 @@ class ActingSide:
         self.epsilon_schedule = epsilon
         self.env_epsilons = env_epsilons
         self.observation = None  # the envs' current observations; None until the first reset
-        self.action_in_flight = None  # actions sent to the env (`send`) whose step is not yet received
 
     @property
     def num_envs(self) -> int:
@@ -82,17 +81,6 @@ class ActingSide:
         if copy:
             step_result = (np.array(step_result[0]),) + tuple(step_result[1:])
         return self._advance(action, step_result)
-
-    def send(self, env_steps: int) -> None:
-        """The first half of `act` for emulators that step on their own threads (`--overlap_acting`): the
-        actions go to the env, which steps while the caller learns; `receive` takes the step back."""
-        action = self.actor.select_actions(self.observation, self.epsilon(env_steps))
-        self.env.send(action)
-        self.action_in_flight = action
-
-    def receive(self) -> Experience:
-        action, self.action_in_flight = self.action_in_flight, None
-        return self._advance(action, self.env.recv())
 
     def _advance(self, action: np.ndarray, step_result: tuple) -> Experience:
         experience = Experience(self.observation, action, step_result)

@@ -20,6 +20,7 @@ experience), its RNG and its episode statistics.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 
 import horovod.tensorflow as hvd
@@ -27,6 +28,7 @@ import tensorflow as tf
 from absl import logging
 from horovod.common.elastic import State
 
+from hvd_dqn.agent.learner import rescale_learning_rate
 from hvd_dqn.config import ConfigError
 from hvd_dqn.run import distributed
 from hvd_dqn.run.progress import Counters
@@ -84,7 +86,7 @@ def check_elastic_launch(world) -> None:
     if world.controller != "Gloo":
         raise ConfigError("--elastic: Horovod Elastic runs over Gloo, but this job was started over MPI; start it "
                           "with horovodrun --gloo -np N --min-np M --max-np K --host-discovery-script "
-                          "scripts/discover_hosts.sh (see the README's 'Elastic training')")
+                          "scripts/discover_hosts.sh (see docs/resume.md, 'Elastic training')")
     if os.environ.get("HOROVOD_ELASTIC") != "1" and world.is_chief:
         logging.warning("--elastic: this job was not started by an elastic horovodrun (--min-np, --max-np, "
                         "--host-discovery-script), so a lost worker still ends it; training goes on as usual")
@@ -94,7 +96,7 @@ def run_elastic(trainer):
     """Collective: the trainer's whole run under `hvd.elastic.run`; returns its final counters."""
     check_elastic_launch(trainer.world)
     state = TrainingState(trainer)
-    state.register_reset_callbacks([trainer.on_world_change])
+    state.register_reset_callbacks([functools.partial(on_world_change, trainer)])
 
     def commit() -> None:
         state.commit()
@@ -119,3 +121,23 @@ def run_elastic(trainer):
             raise
 
     return run(state)
+
+
+def on_world_change(trainer) -> None:
+    """Horovod Elastic reset callback: a worker was lost or joined and Horovod was re-initialised.
+    Ranks are renumbered, so this rank re-reads its place, re-splits what is split over ranks and
+    rescales the learning rate; rank 0 (perhaps a new one) takes over the metrics files. Rolled-back
+    counters and rank 0's weights arrive afterwards through the elastic state's sync."""
+    config, old_size = trainer.config, trainer.world.size
+    trainer.world = distributed.current_world()
+    trainer.take_place_in_world()  # also: no rank updates until all have --learning_starts again
+    world = trainer.world
+    # Only a --scale_lr_by_workers rate follows the world; a decay-only schedule keeps its scale of 1.
+    rescaled = config.scale_lr_by_workers and rescale_learning_rate(trainer.learner.optimizer, world.size,
+                                                                     config.lr_scale_rule)
+    # Only rank 0 reports progress (main() quiets the others); a rank promoted to rank 0 takes over.
+    logging.set_verbosity(logging.INFO if world.is_chief else logging.WARNING)
+    if world.is_chief:
+        logging.warning("world changed from %d to %d ranks%s; going on from the last commit (%s env steps, "
+                        "%s updates)", old_size, world.size, "; learning rate rescaled" if rescaled else "",
+                        f"{trainer.counters.env_steps:,}", f"{trainer.counters.updates:,}")

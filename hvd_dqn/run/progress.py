@@ -68,8 +68,8 @@ class TrainingClock:
 
 class StopSignals:
     """SIGTERM (pre-emption: Slurm, Kubernetes, horovodrun passing on its own signal) and SIGINT (Ctrl-C)
-    only set a flag here; the loop polls it collectively (`Trainer._stop_requested`), so every rank stops
-    after the same iteration, writes the final checkpoint together and exits cleanly. A second signal of
+    only set a flag here; the loop polls it collectively (`hvd_dqn.run.stopping`), so every rank stops after
+    the same iteration, writes the final checkpoint together and exits cleanly. A second signal of
     the same kind gets the default behaviour (an immediate stop)."""
 
     def __init__(self):

@@ -3,15 +3,13 @@
 Every rank owns an acting side (its envs and the epsilon-greedy policy, `hvd_dqn.run.acting_side`), a learning side
 (its replay memory and the updates its env steps pay for, `hvd_dqn.run.learning_side`) and a replica of the Q-network.
 Each iteration every env of every rank steps once, the steps are stored and the updates they bought are
-made, in which Horovod averages the gradients of all ranks' minibatches. Acting runs in order with learning,
-or ahead of it on a thread of its own (`--pipeline`, on by default for Atari; `hvd_dqn.run.pipeline`), or
-(`--overlap_acting`, Atari) with the emulators stepping on their own threads while the previous step's
-updates are made. Rank 0 broadcasts the initial state and alone writes checkpoints, metrics and TensorBoard
-events.
+made, in which Horovod averages the gradients of all ranks' minibatches. Acting runs in order with learning
+or ahead of it on a thread of its own (`--pipeline`, on by default for Atari; `hvd_dqn.run.pipeline`).
+Rank 0 broadcasts the initial state and alone writes checkpoints, metrics and TensorBoard events; when a run
+stops early is `hvd_dqn.run.stopping`'s to say.
 """
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import numpy as np
@@ -19,20 +17,21 @@ import tensorflow as tf
 from absl import logging
 
 from hvd_dqn.agent.episodes import run_episodes
-from hvd_dqn.agent.learner import DQNLearner, current_learning_rate, make_optimizer, rescale_learning_rate
+from hvd_dqn.agent.learner import DQNLearner, current_learning_rate, make_optimizer
 from hvd_dqn.agent.networks import q_network_for
 from hvd_dqn.agent.policy import EpsilonGreedyActor
 from hvd_dqn.agent.schedules import LinearSchedule, apex_epsilons, update_counted_schedules
-from hvd_dqn.config import ConfigError, TrainConfig
-from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_in_background, steps_outside_python
+from hvd_dqn.config import ConfigError, TrainConfig, rank_share
+from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_outside_python
 from hvd_dqn.logdir import storage
 from hvd_dqn.run import distributed
 from hvd_dqn.run.acting_side import ActingSide, Experience
 from hvd_dqn.run.elastic import run_elastic
 from hvd_dqn.run.learning_side import LearningSide, make_replay_memory
-from hvd_dqn.run.metrics import EpisodeTracker, MetricsWriter, RankMetrics, episodes_as_played
-from hvd_dqn.run.pipeline import ActingPipeline
-from hvd_dqn.run.progress import STOP_POLL_ENV_STEPS_PER_RANK, Counters, StopSignals, TrainingClock
+from hvd_dqn.run.metrics import EpisodeTracker, MetricsWriter, RankMetrics, log_settings
+from hvd_dqn.run.pipeline import ActingPipeline, lead_iterations
+from hvd_dqn.run.progress import Counters, StopSignals, TrainingClock
+from hvd_dqn.run.stopping import StopRules
 from hvd_dqn.run.save_restore import Checkpointing
 
 
@@ -86,24 +85,21 @@ class Trainer:
         self.acting = ActingSide(env, EpsilonGreedyActor(acting_network, spec.num_actions, self.rng),
                                  LinearSchedule(config.epsilon_start, config.epsilon_end,
                                                 config.epsilon_decay_env_steps, config.epsilon_decay_start_env_steps))
-        # --overlap_acting (when the pipeline is off): where the env can step in the background.
-        self.overlap = not self.use_pipeline and config.overlap_acting and steps_in_background(env)
         self.evaluation_actor = EpsilonGreedyActor(online, spec.num_actions, self.rng)  # the learner's weights
         self.eval_env = None
-        self._take_place_in_world()
+        self.take_place_in_world()
 
         self.counters = Counters()
         self.clock = TrainingClock()  # seconds of training, continued across resumes
         self.last_log_env_steps = None
         self.last_checkpoint_env_steps = None
         self.pipeline: Optional[ActingPipeline] = None  # while train() runs with --pipeline
-        self.unpaid_env_steps = None  # overlap: the job's env steps at a stored step whose updates are unmade
         self.stop_at_iteration = None  # a stop by signal: the iteration of this entry into train() to end at
-        self.stopped_by = None  # the signal that ended the run early
         # What the loop keeps across the re-entries of an elastic run (a rank's own, never rolled back).
         self.episodes = EpisodeTracker(num_envs)
         self.unreported_episodes = 0  # episodes this rank finished since the counters were last summed
         self.signals = StopSignals()
+        self.stop_rules = StopRules(config, self.signals)
         self.writer: Optional[MetricsWriter] = None  # rank 0's
         self.settings_logged = False
         self.resumed_log = False  # rank 0's first writer of a resumed job sets aside rows after the checkpoint
@@ -184,8 +180,6 @@ class Trainer:
         if self.pipeline is not None:
             self._store_and_learn(self.pipeline.next_experience())
             self.pipeline.finished(self.counters.updates)
-        elif self.overlap:
-            self._act_overlapped(env_steps_before)
         else:
             self._store_and_learn(self.acting.act(env_steps_before))
 
@@ -202,25 +196,6 @@ class Trainer:
                                               finished_lengths, self.clock.seconds())
             self.unreported_episodes += len(finished_envs)
 
-    def _act_overlapped(self, env_steps_before: int) -> None:
-        """--overlap_acting: the actions go to the emulators, which step on their own threads while this
-        thread makes the updates the previous step paid for; then the step is stored.
-
-        Those updates sample from the memory as it was after the previous step, exactly what the in-order
-        loop's updates would see, with the RNG drawn in the same order; so the minibatches, the number of
-        updates and the replay ratio are the same. Only the actions differ: they come from the weights
-        before those updates (one step older)."""
-        self.acting.send(env_steps_before)
-        self._pay_unpaid_iteration()
-        self._store(self.acting.receive())
-        self.unpaid_env_steps = self.counters.env_steps
-
-    def _pay_unpaid_iteration(self) -> None:
-        """Overlap: makes the updates the last stored step paid for, if they are still to be made."""
-        if self.unpaid_env_steps is not None:
-            env_steps, self.unpaid_env_steps = self.unpaid_env_steps, None
-            self.learning.learn(env_steps, self.counters)
-
     def _periodic_phases(self, previous_env_steps: int) -> bool:
         """Evaluation, logging, checkpoints and elastic commits whose interval the last iteration crossed.
         Every rank reaches the same ones, since the counters are identical; the pipeline's acting thread has
@@ -229,19 +204,16 @@ class Trainer:
 
         def crossed(interval):
             return interval and self.counters.env_steps // interval > previous_env_steps // interval
-
-        if any(crossed(interval) for interval in self._phase_intervals()):
-            self._pay_unpaid_iteration()  # overlap: what is evaluated, logged or saved includes every update
         eval_return, stop = None, False
         if crossed(config.eval_interval_env_steps):
             eval_return = self.evaluate_during_training()
-            stop = self._evaluations_reached_target(eval_return)
+            stop = self.stop_rules.evaluations_reached_target(self.counters, eval_return, self.world.is_chief)
         # A checkpoint is also a log point, so that episodes.csv holds every episode up to it: a resume from it
         # after a crash then continues the CSV exactly (rows logged after it are set aside, see MetricsWriter).
         if crossed(config.log_interval_env_steps) or crossed(config.checkpoint_interval_env_steps) \
                 or eval_return is not None:
             self._log(eval_return)
-            stop = stop or self._solved_in_training()
+            stop = stop or self.stop_rules.solved_in_training(self.counters, self.world.is_chief)
         if crossed(config.checkpoint_interval_env_steps) or stop:
             self._checkpoint()
         if self.commit is not None and crossed(config.elastic_commit_env_steps):
@@ -257,42 +229,25 @@ class Trainer:
         """Collective, every few iterations: whether any rank received SIGTERM or SIGINT; then every rank
         stops together. With the pipeline the run ends a few iterations later, at the same one on every rank,
         once the steps acting had already made are stored and paid for."""
-        poll_every = max(1, -(-STOP_POLL_ENV_STEPS_PER_RANK // self.acting.num_envs))  # iterations
-        if self.stop_at_iteration is None and iteration % poll_every == 0 and self._stop_requested():
+        if self.stop_at_iteration is None and iteration % StopRules.poll_every(self.acting.num_envs) == 0 \
+                and self.stop_rules.signal_to_any_rank(self.world.is_chief):
             self.stop_at_iteration = self.pipeline.stop_soon() if self.pipeline is not None else iteration
         return self.stop_at_iteration is not None and iteration >= self.stop_at_iteration
-
-    def _stop_requested(self) -> bool:
-        votes = distributed.gather_from_ranks(np.array([1.0 if self.signals.received else 0.0]), "stop_votes")
-        if votes.any():
-            self.stopped_by = self.signals.received or "a signal to another rank"
-            if self.world.is_chief:
-                logging.info("received %s: finishing the steps under way, then writing a checkpoint",
-                             self.stopped_by)
-            return True
-        return False
 
     # --- the pipeline ------------------------------------------------------------------------------------------
     def begin_acting(self) -> None:
         """Starts the pipeline's acting thread from the current weights and counters (with --pipeline)."""
         if not self.use_pipeline:
             return
+        iterations_per_update = self.config.train_frequency / (self.acting.num_envs
+                                                               * self.learning.ranks_sharing_an_update)
+        lead = lead_iterations(self.config.pipeline_lead_env_steps, self.env_steps_per_iteration, iterations_per_update)
         self.pipeline = ActingPipeline(self.acting, self.learner.online, self.acting.actor.q_network,
-                                       lead=self.pipeline_lead_iterations(), sync_updates=self.config.pipeline_sync_updates,
+                                       lead=lead, sync_updates=self.config.pipeline_sync_updates,
                                        start_env_steps=self.counters.env_steps,
                                        env_steps_per_iteration=self.env_steps_per_iteration,
                                        updates=self.counters.updates)
         self.pipeline.allow_until(self._iterations_to_next_phase())
-
-    def pipeline_lead_iterations(self) -> int:
-        """How many iterations acting may run ahead: --pipeline_lead_env_steps (the job's env steps), or by
-        default enough to act on through two updates (acting goes on while the learner makes them)."""
-        lead_env_steps = self.config.pipeline_lead_env_steps
-        if lead_env_steps >= 0:
-            return lead_env_steps // self.env_steps_per_iteration
-        iterations_per_update = self.config.train_frequency / (self.acting.num_envs
-                                                               * self.learning.ranks_sharing_an_update)
-        return max(1, int(np.ceil(2 * iterations_per_update)))
 
     def _iterations_to_next_phase(self) -> int:
         """The iteration of this pipeline (counted from its start) at which the next periodic phase or the
@@ -335,24 +290,20 @@ class Trainer:
             # A resumed run whose emulators were not saved (Atari's, or without --checkpoint_replay) starts
             # new episodes, from seeds of their own.
             self.acting.reset(config.seed + world.rank, stream=self.counters.env_steps)
-        if self.acting.action_in_flight is not None:  # elastic: a failure struck between send and receive
-            self._store(self.acting.receive())
-        self.unpaid_env_steps = None  # its credit was rolled back with the counters
         self.stop_at_iteration = None
         self.signals.install()
         self.clock.start()
         self.begin_acting()
 
     def _finish_training(self) -> None:
-        self._pay_unpaid_iteration()
         if self.last_log_env_steps != self.counters.env_steps:  # the episodes since the last log point
             self._log(None)
         if self.last_checkpoint_env_steps != self.counters.env_steps:
             self._checkpoint()
         self.clock.stop()
-        if self.stopped_by and self.world.is_chief:
+        if self.stop_rules.stopped_by and self.world.is_chief:
             logging.info("stopped by %s at %s env steps; checkpoint %s holds everything. To continue, run the "
-                         "same command with --resume", self.stopped_by, f"{self.counters.env_steps:,}",
+                         "same command with --resume", self.stop_rules.stopped_by, f"{self.counters.env_steps:,}",
                          self.checkpoints.complete_checkpoints()[-1])
         if self.writer:
             self.writer.close()
@@ -372,39 +323,11 @@ class Trainer:
         all_returns = distributed.gather_from_ranks(returns, "eval_returns")
         return float(np.mean(all_returns))
 
-    def _evaluations_reached_target(self, eval_return: float) -> bool:
-        config = self.config
-        at_target = config.stop_at_eval_return is not None and eval_return >= config.stop_at_eval_return
-        self.counters.evaluations_at_target = self.counters.evaluations_at_target + 1 if at_target else 0
-        stop = self.counters.evaluations_at_target >= config.stop_consecutive_evals
-        if stop and self.world.is_chief:
-            logging.info("%d evaluation(s) in a row reached --stop_at_eval_return=%s at %s env steps; stopping",
-                         self.counters.evaluations_at_target, config.stop_at_eval_return,
-                         f"{self.counters.env_steps:,}")
-        return stop
-
-    def _solved_in_training(self) -> bool:
-        """--stop_at_train_return: whether the latest --stop_train_episodes training episodes (every rank has
-        them all after _log) average at least the target. The same answer on every rank."""
-        config, recent = self.config, self.counters.recent_returns
-        if config.stop_at_train_return is None or len(recent) < config.stop_train_episodes:
-            return False
-        mean = float(np.mean(recent))
-        if mean < config.stop_at_train_return:
-            return False
-        if self.world.is_chief:
-            logging.info("the last %d training episodes averaged %.1f >= --stop_at_train_return=%s at %s env steps; "
-                         "stopping", len(recent), mean, config.stop_at_train_return, f"{self.counters.env_steps:,}")
-        return True
-
     def _log(self, eval_return) -> None:
         """Collective: every rank's episodes and update metrics since the last log point, reduced; rank 0 writes."""
         window, episode_rows = self.rank_metrics.reduce()
         self._sum_episode_counts()
-        if self.config.stop_at_train_return is not None:
-            played = [float(episode[3]) for episode in episodes_as_played(episode_rows)]
-            recent = self.counters.recent_returns + played
-            self.counters.recent_returns = recent[-self.config.stop_train_episodes:]
+        self.stop_rules.record_training_episodes(self.counters, episode_rows)
         self.last_log_env_steps = self.counters.env_steps
         if self.writer is None:
             return
@@ -419,14 +342,9 @@ class Trainer:
         self._upload_logs()
 
     def _upload_logs(self) -> None:
-        """Rank 0, object-store logdir: uploads the logs as they are now. A failure is only a warning (the next
-        log point uploads the whole files again); a checkpoint that cannot be stored stops the job."""
-        if self.store is None or not self.world.is_chief:
-            return
-        try:
-            self.store.upload_logs()
-        except storage.StorageError as error:
-            logging.warning("%s; the next log point tries again", error)
+        """Rank 0, object-store logdir: uploads the logs as they are now (a failure only warns)."""
+        if self.store is not None and self.world.is_chief:
+            self.store.try_upload_logs()
 
     def _sum_episode_counts(self) -> None:
         """Collective: adds every rank's newly finished episodes to the job's episode counter."""
@@ -453,23 +371,11 @@ class Trainer:
         if self.settings_logged:  # entered again after a change of world (--elastic)
             return
         self.settings_logged = True
-        logging.info("replay memory: %s transitions per rank, %d bytes per transition",
-                     f"{self.learning.replay.capacity:,}", self.learning.replay.bytes_per_transition)
-        logging.info("settings:\n%s", self.config.to_json())
-        if self.config.scale_schedules_by_workers:
-            logging.info("--scale_schedules_by_workers, %d ranks: %s", self.world.size, self.schedules)
-        elif self.config.rank_scaling == "batch" and self.world.size > 1 and not self.config.elastic:
-            # Legitimate, but the worst rule the scaling study measured (CartPole, 4 ranks: no seed of 3 solved).
-            logging.warning("--rank_scaling=batch with %d ranks makes %d times fewer updates per env step, so "
-                            "--target_update_period and the step-size warm-up and decay (counted in updates) span "
-                            "%d times the env steps they span at one rank; --scale_schedules_by_workers keeps "
-                            "them on one rank's clock", self.world.size, self.world.size, self.world.size)
-        with open(os.path.join(self.logdir, "config.json"), "w") as handle:
-            handle.write(self.config.to_json())
+        log_settings(self.config, self.learning.replay, self.schedules, self.world.size, self.logdir)
         self._upload_logs()
 
     # --- the world -------------------------------------------------------------------------------------------
-    def _take_place_in_world(self) -> None:
+    def take_place_in_world(self) -> None:
         """What depends on this rank's place in the world: the update share, Ape-X's per-env epsilons and the
         evaluation envs (both split over ranks). Done at start-up and, with --elastic, after every change."""
         config, world = self.config, self.world
@@ -491,34 +397,3 @@ class Trainer:
         if share and config.eval_interval_env_steps:
             self.eval_env = make_env_for(config, share, world.local_size)
 
-    def on_world_change(self) -> None:
-        """Horovod Elastic reset callback: a worker was lost or joined and Horovod was re-initialised.
-        Ranks are renumbered, so this rank re-reads its place, re-splits what is split over ranks and
-        rescales the learning rate; rank 0 (perhaps a new one) takes over the metrics files. Rolled-back
-        counters and rank 0's weights arrive afterwards through the elastic state's sync."""
-        old_size = self.world.size
-        self.world = distributed.current_world()
-        self._take_place_in_world()  # also: no rank updates until all have --learning_starts again
-        # Only a --scale_lr_by_workers rate follows the world; a decay-only schedule keeps its scale of 1.
-        rescaled = self.config.scale_lr_by_workers and rescale_learning_rate(
-            self.learner.optimizer, self.world.size, self.config.lr_scale_rule)
-        # Only rank 0 reports progress (main() quiets the others); a rank promoted to rank 0 takes over.
-        logging.set_verbosity(logging.INFO if self.world.is_chief else logging.WARNING)
-        if self.world.is_chief:
-            logging.warning("world changed from %d to %d ranks%s; going on from the last commit (%s env steps, "
-                            "%s updates)", old_size, self.world.size, "; learning rate rescaled" if rescaled else "",
-                            f"{self.counters.env_steps:,}", f"{self.counters.updates:,}")
-
-
-def rank_share(config: TrainConfig, world_size: int):
-    """(envs, replay capacity) of one rank of `world_size`. Under --rank_scaling=updates --num_envs and
-    --replay_capacity count over the job, like --batch_size, and are split evenly over the ranks, so that N
-    ranks run the algorithm one rank would: N times as many envs would change it (each env's episodes would
-    span N times as many updates: measured on CartPole, 32 envs in one rank stayed near 150 by 60k env steps
-    where 4 envs played 500). Otherwise each rank has its own --num_envs and --replay_capacity."""
-    if config.rank_scaling != "updates":
-        return config.num_envs, config.replay_capacity
-    if config.num_envs % world_size:
-        raise ConfigError(f"--rank_scaling=updates: --num_envs={config.num_envs} (the job's envs) must split evenly "
-                          f"over the {world_size} ranks")
-    return config.num_envs // world_size, config.replay_capacity // world_size

@@ -2,7 +2,8 @@
 
     python -m hvd_dqn.evaluate --logdir=runs/pong --episodes=10 --epsilon=0.05 --json=eval.json --video=pong.mp4
 
-Loads the latest complete checkpoint in --logdir (or --checkpoint), rebuilds the network from the config
+Loads the newest complete checkpoint in --logdir that reads back (skipping, with a warning, any that is
+damaged), or --checkpoint, rebuilds the network from the config
 stored beside it, plays --episodes episodes (at the training run's --eval_epsilon unless --epsilon is given;
 Atari games with the training run's no-op starts, FIRE resets and sticky actions) and prints and writes
 {"mean_return": ..., "median_return": ..., "episodes": N, ...} with raw game scores. With --video it also films one more episode from the full-colour
@@ -35,10 +36,11 @@ class EvaluationError(Exception):
     pass
 
 
-def evaluate(checkpoint_path: str, episodes: int, epsilon: Optional[float], seed: int,
+def evaluate(logdir: Optional[str], explicit: Optional[str], episodes: int, epsilon: Optional[float], seed: int,
              video: Optional[str] = None) -> dict:
-    """Returns the summary of `episodes` episodes played by the checkpoint's online network, at `epsilon`
-    (None: the training run's eval_epsilon); with `video`, also films one episode into that file."""
+    """Returns the summary of `episodes` episodes played by the online network of the checkpoint --logdir or
+    --checkpoint names (`checkpoint.load_named_checkpoint`), at `epsilon` (None: the training run's
+    eval_epsilon); with `video`, also films one episode into that file."""
     import numpy as np
 
     from hvd_dqn.agent.episodes import run_episodes
@@ -46,14 +48,13 @@ def evaluate(checkpoint_path: str, episodes: int, epsilon: Optional[float], seed
     from hvd_dqn.envs import spec_of
     from hvd_dqn.logdir import checkpoint
 
-    config, env, online = checkpoint.load_online_network(checkpoint_path, episodes)
+    checkpoint_path, config, env, online, counters = checkpoint.load_named_checkpoint(logdir, explicit, episodes)
     if epsilon is None:
         epsilon = config.eval_epsilon
     spec = spec_of(env)
     actor = EpsilonGreedyActor(online, spec.num_actions, np.random.default_rng(seed))
     results = run_episodes(actor, env, epsilon, seed)
     env.close()
-    counters = checkpoint.read_counters(checkpoint_path)
     summary = dict(results.summary(), env_id=config.env_id, epsilon=epsilon, seed=seed,
                    checkpoint=checkpoint_path, env_steps=counters["env_steps"], updates=counters["updates"],
                    returns=[float(value) for value in results.returns])
@@ -87,8 +88,7 @@ def main(argv) -> None:
     from hvd_dqn.logdir import checkpoint
 
     try:
-        path = checkpoint.resolve(FLAGS.logdir, FLAGS.checkpoint)
-        result = evaluate(path, FLAGS.episodes, FLAGS.epsilon, FLAGS.seed, FLAGS.video)
+        result = evaluate(FLAGS.logdir, FLAGS.checkpoint, FLAGS.episodes, FLAGS.epsilon, FLAGS.seed, FLAGS.video)
     except (checkpoint.CheckpointNotFound, EvaluationError) as error:
         _fail(str(error))
     text = json.dumps(result, indent=2)

@@ -2,7 +2,8 @@
 
     python -m hvd_dqn.export --logdir=runs/pong --out=policies/pong
 
-Loads the latest complete checkpoint in --logdir (or --checkpoint), rebuilds the online Q-network from the
+Loads the newest complete checkpoint in --logdir that reads back (skipping, with a warning, any that is
+damaged), or --checkpoint, rebuilds the online Q-network from the
 config stored beside it, and writes a SavedModel whose `serving_default` signature takes a batch of
 observations exactly as the environment returns them (uint8 frame stacks (B, 4, 84, 84) for Atari, bool grids
 (B, 10, 10, C) for MinAtar, float32 vectors for classic control) and returns
@@ -22,6 +23,7 @@ import json
 import os
 import shutil
 import tempfile
+from typing import Optional
 
 from absl import app, flags
 
@@ -40,8 +42,9 @@ class ExportError(Exception):
     pass
 
 
-def export(checkpoint_path: str, out: str, overwrite: bool = False) -> dict:
-    """Writes the checkpoint's greedy policy to `out` as a SavedModel; returns what hvd_dqn_policy.json holds."""
+def export(logdir: Optional[str], explicit: Optional[str], out: str, overwrite: bool = False) -> dict:
+    """Writes the greedy policy of the checkpoint --logdir/--checkpoint name (`checkpoint.load_named_checkpoint`)
+    to `out` as a SavedModel; returns what hvd_dqn_policy.json holds."""
     import numpy as np
     import tensorflow as tf
 
@@ -55,10 +58,9 @@ def export(checkpoint_path: str, out: str, overwrite: bool = False) -> dict:
     parent = os.path.dirname(out)
     if not os.path.isdir(parent):
         raise ExportError(f"--out={out}: folder {parent} does not exist")
-    config, env, online = checkpoint.load_online_network(checkpoint_path)
+    checkpoint_path, config, env, online, counters = checkpoint.load_named_checkpoint(logdir, explicit)
     spec = spec_of(env)
     env.close()
-    counters = checkpoint.read_counters(checkpoint_path)
     info = dict(env_id=config.env_id, observation_shape=list(spec.observation_shape),
                 observation_dtype=np.dtype(spec.observation_dtype).name, num_actions=int(spec.num_actions),
                 network=config.network, dueling=config.dueling, checkpoint=os.path.abspath(checkpoint_path),
@@ -92,8 +94,7 @@ def main(argv) -> None:
     from hvd_dqn.logdir import checkpoint
 
     try:
-        path = checkpoint.resolve(FLAGS.logdir, FLAGS.checkpoint)
-        result = export(path, FLAGS.out, FLAGS.overwrite)
+        result = export(FLAGS.logdir, FLAGS.checkpoint, FLAGS.out, FLAGS.overwrite)
     except (checkpoint.CheckpointNotFound, ExportError) as error:
         _fail(str(error))
     print(json.dumps(result, indent=2))

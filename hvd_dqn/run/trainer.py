@@ -28,6 +28,7 @@ from hvd_dqn.run import distributed
 from hvd_dqn.run.acting_side import ActingSide, Experience
 from hvd_dqn.run.elastic import run_elastic
 from hvd_dqn.run.learning_side import LearningSide, make_replay_memory
+from hvd_dqn.run.memory_check import check_replay_fits
 from hvd_dqn.run.metrics import EpisodeTracker, MetricsWriter, RankMetrics, log_settings
 from hvd_dqn.run.pipeline import ActingPipeline, lead_iterations
 from hvd_dqn.run.progress import Counters, StopSignals, TrainingClock
@@ -41,19 +42,17 @@ class Trainer:
     def __init__(self, config: TrainConfig):
         self.config = config
         self.use_pipeline = config.pipeline == "on" or (config.pipeline == "auto" and steps_outside_python(config.env_id))
-        # Horovod: one process per rank, its threads (and GPU, if any) set before TensorFlow runs an op. The
-        # pipeline's acting thread runs its inference beside the learner's ops: it needs an inter-op thread of
-        # its own, or TensorFlow runs the two one after the other (measured: inference fell from 378 to 40 per
-        # second beside a Nature-CNN update with one inter-op thread, and ran at 337 with two).
+        # Horovod: one process per rank, its threads (and GPU) set before TensorFlow runs an op. The pipeline's
+        # acting thread needs an inter-op thread of its own beside the learner's ops (with one, its inference fell
+        # from 378 to 40 per second beside a Nature-CNN update; with two it ran at 337).
         try:
             self.world = distributed.init_horovod(config.intra_op_threads,
                                                   config.inter_op_threads + int(self.use_pipeline),
                                                   config.deterministic_ops, config.cores_per_rank)
         except distributed.BindingError as error:
             raise ConfigError(str(error)) from None
-        # An object-store --logdir (s3://, gs://): every rank writes into a local mirror, which uploads.
-        self.store = storage.LogdirMirror(config.logdir, self.world.rank) if storage.is_remote(config.logdir) \
-            else None
+        remote = storage.is_remote(config.logdir)  # s3://, gs://: every rank writes a local mirror, which uploads
+        self.store = storage.LogdirMirror(config.logdir, self.world.rank) if remote else None
         self.logdir = self.store.local if self.store else config.logdir  # where files are written first
         self.checkpoints = Checkpointing(config, self.store, self.logdir)
         rank_seed = config.seed + self.world.rank
@@ -71,6 +70,7 @@ class Trainer:
         num_envs, replay_capacity = rank_share(config, self.world.size)
         env = make_env_for(config, num_envs, self.world.local_size)
         spec = spec_of(env)
+        check_replay_fits(config, spec, num_envs, replay_capacity, self.world)  # before anything big is allocated
         online, target = (q_network_for(config, spec, name) for name in ("online", "target"))
         self.schedules = update_counted_schedules(config, self.world.size)
         self.learner = DQNLearner(online, target, self._optimizer(), config.double_dqn, config.huber_delta,

@@ -1,0 +1,136 @@
+"""The memory pre-flight (hvd_dqn/run/memory_check.py): its arithmetic against memories actually built, what
+a host has available, the verdict for the ranks on a host, and the refusal and warning as a user sees them."""
+import dataclasses
+
+import numpy as np
+import pytest
+
+from hvd_dqn.config import ConfigError, TrainConfig
+from hvd_dqn.envs import EnvSpec
+from hvd_dqn.run import memory_check
+from hvd_dqn.run.distributed import World
+from hvd_dqn.run.learning_side import make_replay_memory
+
+from conftest import REPO, python_module
+
+CARTPOLE = EnvSpec((4,), np.dtype(np.float32), 2)
+ATARI = EnvSpec((4, 84, 84), np.dtype(np.uint8), 4)
+MINATAR = EnvSpec((10, 10, 4), np.dtype(np.bool_), 6)
+
+
+def _allocated_bytes(memory) -> int:
+    """Every array the memory holds, as allocated (the sum tree's nodes included)."""
+    arrays = [value for value in vars(memory).values() if isinstance(value, np.ndarray)]
+    tree = getattr(memory, "_tree", None)
+    return sum(array.nbytes for array in arrays) + (tree._nodes.nbytes if tree is not None else 0)
+
+
+@pytest.mark.parametrize("spec", [CARTPOLE, ATARI, MINATAR], ids=["vectors", "frames", "bit-packed grids"])
+@pytest.mark.parametrize("prioritized", [False, True], ids=["uniform", "prioritised"])
+def test_the_computed_bytes_are_those_of_the_memory_once_built(spec, prioritized):
+    config = TrainConfig(prioritized_replay=prioritized, n_step=3)
+    capacity, num_envs = 30_000, 4
+    computed = memory_check.replay_bytes(config, spec, num_envs, capacity)
+    built = _allocated_bytes(make_replay_memory(config, spec, num_envs, capacity))
+    # The per-env write counters and the env index are the only arrays that do not grow with the capacity.
+    assert built - 200 <= computed <= built
+
+
+def test_a_frame_memory_of_a_million_transitions_is_about_seven_gigabytes():
+    computed = memory_check.replay_bytes(TrainConfig(), ATARI, 4, 1_000_000)
+    assert 7.0e9 < computed < 7.2e9  # 7,068 bytes per transition: one 84x84 frame and the step's fields
+
+
+def test_the_verdict_counts_every_rank_on_the_host():
+    gib = memory_check.GIB
+    per_rank = 5 * gib  # + 1 GiB margin each: 6 GiB a rank
+    assert memory_check.verdict(per_rank, 1, (24 * gib, "MemAvailable")) == ("ok", 6 * gib)
+    assert memory_check.verdict(per_rank, 3, (24 * gib, "MemAvailable")) == ("ok", 18 * gib)
+    assert memory_check.verdict(per_rank, 4, (24 * gib, "MemAvailable")) == ("warn", 24 * gib)  # above 80%
+    assert memory_check.verdict(per_rank, 5, (24 * gib, "MemAvailable")) == ("refuse", 30 * gib)
+    assert memory_check.verdict(per_rank, 5, None) == ("ok", 30 * gib)  # nothing readable: no check
+
+
+def test_available_memory_is_the_smaller_of_memavailable_and_the_cgroups_room(tmp_path):
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:       25165824 kB\nMemAvailable:   20971520 kB\n")
+    v2, v1, unlimited = tmp_path / "v2", tmp_path / "v1", tmp_path / "unlimited"
+    v2.mkdir()
+    (v2 / "memory.max").write_text(f"{8 * 2**30}\n")
+    (v2 / "memory.current").write_text(f"{2 * 2**30}\n")
+    (v1 / "memory").mkdir(parents=True)
+    (v1 / "memory" / "memory.limit_in_bytes").write_text(f"{40 * 2**30}\n")
+    (v1 / "memory" / "memory.usage_in_bytes").write_text(f"{1 * 2**30}\n")
+    (unlimited / "memory").mkdir(parents=True)
+    (unlimited / "memory" / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    (unlimited / "memory" / "memory.usage_in_bytes").write_text("1000\n")
+    assert memory_check.available_bytes(str(meminfo), str(v2)) == (6 * 2**30, "the memory cgroup's limit")
+    assert memory_check.available_bytes(str(meminfo), str(v1)) == (20 * 2**30, "MemAvailable")
+    assert memory_check.available_bytes(str(meminfo), str(unlimited)) == (20 * 2**30, "MemAvailable")
+    assert memory_check.available_bytes(str(tmp_path / "none"), str(tmp_path / "none")) is None
+
+
+def _one_host(monkeypatch, available, ranks_on_host=1):
+    """check_replay_fits on a one-rank world whose host has `available` bytes (no Horovod collective)."""
+    monkeypatch.setattr(memory_check, "available_bytes", lambda: (available, "MemAvailable"))
+    from hvd_dqn.run import distributed
+
+    monkeypatch.setattr(distributed, "gather_objects", lambda value, name: [value])
+    return World(rank=0, size=ranks_on_host, local_rank=0, local_size=ranks_on_host, hostname="node1",
+                 controller="MPI")
+
+
+def test_a_job_that_does_not_fit_is_refused_naming_the_flag_the_bytes_and_the_remedies(monkeypatch):
+    world = _one_host(monkeypatch, 24 * 2**30, ranks_on_host=4)
+    config = TrainConfig(rank_scaling="batch", replay_capacity=1_000_000)
+    with pytest.raises(ConfigError) as refused:
+        memory_check.check_replay_fits(config, ATARI, 4, 1_000_000, world)
+    assert str(refused.value) == (
+        "--replay_capacity=1000000: the replay memories need 30.3 GiB on node1 (4 rank(s) x (6.6 GiB of replay + "
+        "1 GiB for TensorFlow and the emulators)) and 24.0 GiB is available (MemAvailable); use fewer ranks per "
+        "host, --rank_scaling=updates (which splits --replay_capacity over the ranks) or a smaller "
+        "--replay_capacity")
+
+
+def test_a_job_near_the_limit_is_warned_about(monkeypatch):
+    world = _one_host(monkeypatch, 9 * 2**30, ranks_on_host=1)
+    warnings = []
+    monkeypatch.setattr(memory_check.logging, "warning", lambda text, *args: warnings.append(text % args))
+    config = dataclasses.replace(TrainConfig(), replay_capacity=1_000_000)  # updates: no --rank_scaling remedy
+    memory_check.check_replay_fits(config, ATARI, 4, 1_000_000, world)  # 7.6 of 9 GiB
+    memory_check.check_replay_fits(config, ATARI, 4, 100_000, world)  # 1.7 of 9 GiB: nothing said
+    assert warnings == ["memory is tight (above 80% of what is available): --replay_capacity=1000000: the replay "
+                        "memories need 7.6 GiB on node1 (1 rank(s) x (6.6 GiB of replay + 1 GiB for TensorFlow and "
+                        "the emulators)) and 9.0 GiB is available (MemAvailable); use a smaller --replay_capacity"]
+
+
+def test_training_that_cannot_fit_stops_at_start_up_with_one_line(tmp_path):
+    """The issue's example: a trillion-transition memory used to die in NumPy's allocator with a traceback."""
+    result = python_module("hvd_dqn.train", [f"--flagfile={REPO / 'configs' / 'breakout_dopamine.flags'}",
+                                             "--replay_capacity=1000000000000", f"--logdir={tmp_path}"],
+                           timeout=300, check=False)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert len(lines) == 1, result.stderr[-2000:]
+    assert lines[0].startswith("hvd_dqn.train: error: --replay_capacity=1000000000000: the replay memories need "), \
+        lines[0]
+    assert "GiB is available" in lines[0] and lines[0].endswith("; use a smaller --replay_capacity")
+
+
+def test_under_horovodrun_the_ranks_on_a_host_are_counted_and_rank_0_alone_reports(tmp_path):
+    """Two ranks of half a terabyte each (CartPole's vectors, --rank_scaling=batch): refused before either
+    allocates, in one line from rank 0 that counts both ranks and offers the mode that splits the memory."""
+    from conftest import PYTHON, horovodrun
+
+    result = horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+                            "--rank_scaling=batch", "--replay_capacity=10000000000", f"--logdir={tmp_path}"],
+                        timeout=300, check=False)
+    output = result.stdout + result.stderr
+    reports = [line for line in output.splitlines() if "error: --replay_capacity=10000000000: " in line]
+    assert result.returncode != 0 and len(reports) == 1 and reports[0].startswith("[0]"), output[-3000:]
+    assert " GiB on " in reports[0] and "(2 rank(s) x (" in reports[0], reports[0]
+    assert reports[0].endswith("use fewer ranks per host, --rank_scaling=updates (which splits --replay_capacity "
+                               "over the ranks) or a smaller --replay_capacity"), reports[0]
+    # horovodrun adds its own report of the failed job; the ranks print no traceback and allocate nothing.
+    assert not [line for line in output.splitlines() if line.startswith(("[0]", "[1]")) and "Traceback" in line]
+    assert "MemoryError" not in output

@@ -67,20 +67,32 @@ class TrainingClock:
 
 
 class StopSignals:
-    """SIGTERM (pre-emption: Slurm, Kubernetes, horovodrun passing on its own signal) and SIGINT (Ctrl-C)
-    only set a flag here; the loop polls it collectively (`hvd_dqn.run.stopping`), so every rank stops after
-    the same iteration, writes the final checkpoint together and exits cleanly. A second signal of
-    the same kind gets the default behaviour (an immediate stop)."""
+    """SIGTERM (pre-emption: Slurm, Kubernetes, horovodrun passing on its own signal), SIGINT (Ctrl-C), SIGHUP
+    (a closed terminal; not where it is ignored, as under nohup) and the end of the rank's launcher
+    (`hvd_dqn.run.launcher_watch`) only set a flag here; the loop polls it collectively
+    (`hvd_dqn.run.stopping`), so every rank stops after the same iteration, writes the final checkpoint
+    together and exits cleanly. A second signal of the same kind gets the default behaviour (an immediate
+    stop)."""
 
     def __init__(self):
         self.received: Optional[str] = None
+        self._watch = None
 
     def install(self) -> None:
         if self.received:  # entered again (elastic): a signal already received keeps its effect
             return
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            if signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN:
+                continue  # nohup: the user asked for the job to outlive the terminal
             signal.signal(signum, self._handle)
+        if self._watch is None:
+            from hvd_dqn.run.launcher_watch import LauncherWatch
+
+            self._watch = LauncherWatch(self._launcher_gone).start()
 
     def _handle(self, signum, frame) -> None:
         self.received = signal.Signals(signum).name
         signal.signal(signum, signal.SIG_DFL)
+
+    def _launcher_gone(self, description: str) -> None:
+        self.received = self.received or description

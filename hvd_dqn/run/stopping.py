@@ -60,7 +60,8 @@ class StopRules:
         votes = distributed.gather_from_ranks(np.array([1.0 if self.signals.received else 0.0]), "stop_votes")
         if not votes.any():
             return False
-        self.stopped_by = self.signals.received or "a signal to another rank"
+        self.stopped_by = self.signals.received or ("a stop request from another rank (a signal, or its "
+                                                    "launcher's end)")
         if is_chief:
             logging.info("received %s: finishing the steps under way, then writing a checkpoint", self.stopped_by)
         return True

@@ -134,3 +134,19 @@ def test_under_horovodrun_the_ranks_on_a_host_are_counted_and_rank_0_alone_repor
     # horovodrun adds its own report of the failed job; the ranks print no traceback and allocate nothing.
     assert not [line for line in output.splitlines() if line.startswith(("[0]", "[1]")) and "Traceback" in line]
     assert "MemoryError" not in output
+
+
+def test_under_elastic_each_worker_answers_for_its_own_host(monkeypatch):
+    """A worker joining an elastic job builds its trainer while the others train: no collective may wait for
+    them (one did, and the joining worker hung)."""
+    world = _one_host(monkeypatch, 9 * 2**30)
+    from hvd_dqn.run import distributed
+
+    def no_collective(value, name):
+        raise AssertionError(f"a collective ({name}) under --elastic")
+
+    monkeypatch.setattr(distributed, "gather_objects", no_collective)
+    config = TrainConfig(elastic=True, rank_scaling="batch", replay_capacity=2_000_000)
+    with pytest.raises(ConfigError, match="--replay_capacity=2000000: the replay memories need 14.2 GiB"):
+        memory_check.check_replay_fits(config, ATARI, 4, 2_000_000, world)
+    memory_check.check_replay_fits(dataclasses.replace(config, replay_capacity=100_000), ATARI, 4, 100_000, world)

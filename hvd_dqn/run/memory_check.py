@@ -101,16 +101,19 @@ def describe(config, replay_per_rank: int, ranks_on_host: int, needed: int, avai
 
 
 def check_replay_fits(config, spec, num_envs: int, capacity: int, world) -> None:
-    """Collective, before the replay memory is allocated: every rank checks its host, and every rank learns
-    every host's answer, so a job that does not fit stops on every rank at once (ConfigError, which rank 0
-    reports in one line) and rank 0 names the worst host; near the limit rank 0 warns."""
+    """Collective (except under --elastic), before the replay memory is allocated: every rank checks its host,
+    and every rank learns every host's answer, so a job that does not fit stops on every rank at once
+    (ConfigError, which rank 0 reports in one line) and rank 0 names the worst host; near the limit rank 0
+    warns."""
     from hvd_dqn.run import distributed
 
     replay = replay_bytes(config, spec, num_envs, capacity)
     available = available_bytes()
     status, needed = verdict(replay, world.local_size, available)
-    answers = distributed.gather_objects((status, needed, available, world.hostname, world.local_size, replay),
-                                         "memory_check")
+    answer = (status, needed, available, world.hostname, world.local_size, replay)
+    # Under --elastic a worker that joins builds its trainer while the others train: a collective here would
+    # wait for them forever, so each rank answers for its own host (one that does not fit ends that worker).
+    answers = [answer] if config.elastic else distributed.gather_objects(answer, "memory_check")
     order = {"ok": 0, "warn": 1, "refuse": 2}
     worst = max(answers, key=lambda answer: (order[answer[0]], answer[1] / (answer[2][0] if answer[2] else 1)))
     status, needed, available, host, ranks_on_host, replay = worst

@@ -192,8 +192,8 @@ def load_named_checkpoint(logdir: Optional[str], explicit: Optional[str], num_en
         except _Damaged as damage:
             flag = f"--checkpoint={explicit}" if explicit else f"--logdir={logdir}: its newest checkpoint {path}"
             raise CheckpointNotFound(f"{flag}: damaged, it does not load ({damage})") from None
-    newest = resolve(logdir, None)  # the flag's errors: no folder, no complete checkpoint
-    candidates = complete_checkpoints(logdir)[::-1] or [newest]
+    resolve(logdir, None)  # the flag's errors: no folder, no complete checkpoint
+    candidates = complete_checkpoints(logdir)[::-1]
     for path in candidates:
         try:
             return (path,) + _load_for_acting(path, num_envs)
@@ -222,9 +222,17 @@ def _load_for_acting(path: str, num_envs: int):
     return load_online_network(path, num_envs, config) + (counters,)
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (at most 200 characters), or its type's name where it has none:
+    what a warning or an error line about a checkpoint that does not load says of the damage."""
     text = str(error).strip()
-    return f"{type(error).__name__}: {text.splitlines()[0][:200]}" if text else type(error).__name__
+    return text.splitlines()[0][:200] if text else type(error).__name__
+
+
+def _first_line(error: BaseException) -> str:
+    """`first_line`, led by the error's type (e.g. "IndexError: Read less bytes than requested")."""
+    text = first_line(error)
+    return text if text == type(error).__name__ else f"{type(error).__name__}: {text}"
 
 
 def read_counters(path: str) -> dict:

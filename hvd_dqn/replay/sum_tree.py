@@ -15,9 +15,19 @@ class SumTree:
         if capacity <= 0:
             raise ValueError(f"sum tree capacity must be positive, got {capacity}")
         self.capacity = capacity
-        self._depth = int(capacity - 1).bit_length()  # levels below the root
-        self._leaves = 1 << self._depth  # a power of two >= capacity
+        self._leaves = self.leaves_for(capacity)
+        self._depth = self._leaves.bit_length() - 1  # levels below the root
         self._nodes = np.zeros(2 * self._leaves, dtype=np.float64)  # node 1 is the root; node 0 is unused
+
+    @staticmethod
+    def leaves_for(capacity: int) -> int:
+        """The leaves a tree for `capacity` priorities has: a power of two >= capacity."""
+        return 1 << int(capacity - 1).bit_length()
+
+    @staticmethod
+    def bytes_for(capacity: int) -> int:
+        """The bytes a tree for `capacity` priorities holds, without building it (the memory pre-flight)."""
+        return 2 * SumTree.leaves_for(capacity) * np.dtype(np.float64).itemsize
 
     @property
     def total(self) -> float:

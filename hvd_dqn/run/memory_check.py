@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 from typing import Optional
 
-import numpy as np
 from absl import logging
 
 from hvd_dqn.config import ConfigError
+from hvd_dqn.replay.sum_tree import SumTree
 
 GIB = 2**30
 # Measured here (peak resident memory of one-rank runs of 3,000 env steps whose replay memories held 14 MB at
@@ -39,8 +39,8 @@ def replay_bytes(config, spec, num_envs: int, capacity: int) -> int:
     per_entry = probe.bytes_per_transition
     segment = capacity // num_envs
     total = per_entry * segment * num_envs
-    if config.prioritized_replay:  # the sum tree: float64 nodes, twice the leaves (a power of two)
-        total += 2 * 8 * (1 << max(0, int(np.ceil(np.log2(max(1, segment * num_envs))))))
+    if config.prioritized_replay:
+        total += SumTree.bytes_for(segment * num_envs)
     return int(total)
 
 

@@ -158,8 +158,7 @@ class Checkpointing:
             try:
                 return path, checkpoint.restore(local, learning.learner.checkpoint_items()), None
             except Exception as error:  # TensorFlow reports damaged files with several error types
-                first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-                logging.warning("skipping checkpoint %s: it does not load (%s)", path, first_line[:200])
+                logging.warning("skipping checkpoint %s: it does not load (%s)", path, checkpoint.first_line(error))
         return None, None, (f"none of the {len(candidates)} complete checkpoints under "
                             f"{checkpoint.checkpoint_root(self.config.logdir)} loads (see the warnings above)")
 

@@ -10,6 +10,12 @@ the flags first, so a bad flag is one line before any Ray process starts; it the
 Without --ray_address a Ray instance is started on this machine, on 127.0.0.1 only; --ray_address=auto joins
 the cluster this machine belongs to (`ray start`), ray://HOST:10001 a remote one through Ray Client.
 
+SIGTERM, SIGINT or SIGHUP to this driver stops the job as a SIGTERM to every rank does: the driver passes the
+word to the workers through a small Ray actor they look at once a second, they stop together after the same
+iteration and write a checkpoint, and the driver ends with one line saying where to --resume from (issue 35).
+Left to its default, the signal would end the driver alone, and Ray would then kill the workers it owns with
+no checkpoint. A second signal, or workers that have not finished within STOP_BOUND_S, ends the driver at once.
+
 With --elastic the workers run on Horovod's elastic Ray executor (between --min_workers and --num_workers
 of them) and hvd_dqn's elastic state (hvd_dqn/run/elastic.py) rolls the survivors back to the last commit when
 a worker is lost, as under an elastic horovodrun.
@@ -19,8 +25,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import signal
 import socket
 import sys
+import threading
 
 from absl import app, flags, logging
 
@@ -50,10 +58,14 @@ flags.DEFINE_integer("cooldown_s", 10, "With --elastic: seconds a node whose wor
                                        "one-node cluster that ends the job).")
 FLAGS = flags.FLAGS
 
+STOP_BOUND_S = 60  # after a signal: the workers' last iterations and checkpoint, before the driver gives up
+WATCH_SECONDS = 1.0  # how often each worker looks for the driver's stop request
 
-def train_on_worker(config: TrainConfig) -> dict:
+
+def train_on_worker(config: TrainConfig, stop_flag=None) -> dict:
     """Runs in each Ray worker as one Horovod rank (RayExecutor has set its HOROVOD_* variables). Returns
-    {"counters": ...} or {"error": one line}, so the driver reports a training error without a traceback."""
+    {"counters": ...} or {"error": one line}, so the driver reports a training error without a traceback.
+    `stop_flag`: the driver's StopFlag actor, looked at once a second."""
     from hvd_dqn.run import distributed
 
     # In the worker only: the driver checks flags and starts Ray without TensorFlow's seconds-long import.
@@ -63,10 +75,100 @@ def train_on_worker(config: TrainConfig) -> dict:
     logging.set_verbosity(logging.INFO if rank == 0 else logging.WARNING)  # rank 0 alone reports progress
     try:
         config = validate(config, check_logdir_writable=rank == 0)  # the driver's host may not be rank 0's
-        counters = Trainer(config).run()
+        trainer = Trainer(config)
+        with _watching(stop_flag, trainer.signals.request):
+            counters = trainer.run()
     except (ConfigError, CheckpointError) as error:
         return {"error": str(error)}
     return {"counters": dataclasses.asdict(counters)}
+
+
+class StopFlag:
+    """A Ray actor (no CPU of its own) holding the driver's stop request: what stopped it, or None."""
+
+    def __init__(self):
+        self.reason = None
+
+    def request(self, reason: str) -> None:
+        self.reason = self.reason or reason
+
+    def requested(self):
+        return self.reason
+
+
+@contextlib.contextmanager
+def _watching(stop_flag, on_request):
+    """In a worker, while training: a daemon thread that calls on_request(reason) once the driver has asked
+    the job to stop. If the flag cannot be read (its actor gone with the driver), Ray ends this worker too."""
+    if stop_flag is None:
+        yield
+        return
+    import ray
+
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(WATCH_SECONDS):
+            try:
+                reason = ray.get(stop_flag.requested.remote(), timeout=10)
+            except Exception as error:  # noqa: BLE001 - any failure to read the flag: Ray's own end handles it
+                logging.debug("the driver's stop flag cannot be read: %s", error)
+                continue
+            if reason:
+                on_request(reason)
+                return
+
+    thread = threading.Thread(target=watch, name="ray-driver-watch", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+class DriverSignals:
+    """In the driver: SIGTERM, SIGINT and SIGHUP (not where ignored, as under nohup) ask the workers to stop
+    through the StopFlag actor. The handler only records the signal; a thread makes the Ray call (a Ray call
+    inside a handler would run in the middle of the main thread's own ray.get) and, if the workers have not
+    returned within STOP_BOUND_S, ends the driver, so Ray ends the workers it owns."""
+
+    def __init__(self, stop_flag, bound_s: float = STOP_BOUND_S):
+        self.received = None
+        self.stop_flag = stop_flag
+        self._bound_s = bound_s
+        self._signalled = threading.Event()
+        self._finished = threading.Event()
+
+    def install(self) -> "DriverSignals":
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            if signum == signal.SIGHUP and signal.getsignal(signum) == signal.SIG_IGN:
+                continue
+            signal.signal(signum, self._handle)
+        threading.Thread(target=self._forward, name="driver-stop", daemon=True).start()
+        return self
+
+    def finished(self) -> None:
+        self._finished.set()
+
+    def _handle(self, signum, frame) -> None:
+        if self.received:  # a second signal: stop now
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        self.received = signal.Signals(signum).name
+        self._signalled.set()
+
+    def _forward(self) -> None:
+        self._signalled.wait()
+        if self._finished.is_set():
+            return
+        print(f"{PROGRAM}: received {self.received}: the workers finish the steps under way and write a "
+              f"checkpoint (at most {self._bound_s:g} s)", file=sys.stderr, flush=True)
+        self.stop_flag.request.remote(f"{self.received} to the Ray driver")
+        if not self._finished.wait(self._bound_s):
+            print(f"{PROGRAM}: error: the workers did not stop within {self._bound_s:g} s of {self.received}; "
+                  f"ending them without a checkpoint", file=sys.stderr, flush=True)
+            os._exit(1)  # Ray ends the actors this driver owns
 
 
 def _check_ray_flags() -> None:
@@ -107,7 +209,8 @@ def _start_ray():
         if FLAGS.ray_address:
             ray.init(address=FLAGS.ray_address, runtime_env=runtime_env, log_to_driver=True)
         else:
-            ray.init(include_dashboard=False, runtime_env=runtime_env, log_to_driver=True)
+            with _group_signals_blocked_in_children():
+                ray.init(include_dashboard=False, runtime_env=runtime_env, log_to_driver=True)
     except (ConnectionError, RuntimeError, ValueError) as error:
         raise ConfigError(f"--ray_address={FLAGS.ray_address}: cannot join a Ray cluster there "
                           f"({storage.describe(error)})") from None
@@ -118,6 +221,20 @@ def _start_ray():
         raise ConfigError(f"--num_workers={FLAGS.num_workers} x --cpus_per_worker={FLAGS.cpus_per_worker} needs "
                           f"{needed} CPUs; this machine's Ray instance has {available:g}")
     return ray
+
+
+@contextlib.contextmanager
+def _group_signals_blocked_in_children():
+    """The local Ray instance's processes (its GCS, raylet and agents) start in this driver's process group,
+    so a SIGTERM or SIGHUP to the group (`timeout`, a closed terminal, `kill -TERM -PGID`) would end them
+    while the workers still need them to finish and checkpoint. Started with those signals blocked (a mask is
+    inherited across fork and exec), they hear only the driver, which stops them at its end; Ray itself blocks
+    SIGINT in them, for Ctrl-C."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGHUP})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _unreachable(address: str):
@@ -132,8 +249,9 @@ def _unreachable(address: str):
     return None
 
 
-def train_on_ray(config: TrainConfig) -> dict:
-    """Driver: starts the workers, trains, returns rank 0's counters; raises ConfigError with one line."""
+def train_on_ray(config: TrainConfig):
+    """Driver: starts the workers, trains; returns rank 0's counters and the signal that stopped the job early
+    (or None); raises ConfigError with one line."""
     ray = _start_ray()
     from horovod.ray import RayExecutor
 
@@ -152,12 +270,14 @@ def train_on_ray(config: TrainConfig) -> dict:
                                cooldown_range=(FLAGS.cooldown_s, FLAGS.cooldown_s), **resources)
     else:
         executor = RayExecutor(settings, num_workers=FLAGS.num_workers, **resources)
+    signals = DriverSignals(ray.remote(num_cpus=0)(StopFlag).remote()).install()
     try:
         executor.start()
-        results = executor.run(train_on_worker, args=[config])
+        results = executor.run(train_on_worker, args=[config, signals.stop_flag])
     except (ray.exceptions.RayError, TimeoutError, RuntimeError) as error:
         raise ConfigError(f"a Ray worker failed: {storage.describe(error)}") from None
     finally:
+        signals.finished()
         # The elastic adapter asserts that its driver has finished, which it has not if start() failed.
         with contextlib.suppress(AssertionError):
             executor.shutdown()
@@ -165,7 +285,7 @@ def train_on_ray(config: TrainConfig) -> dict:
     errors = [result["error"] for result in results if "error" in result]
     if errors:
         raise ConfigError(errors[0])
-    return results[0]["counters"]
+    return results[0]["counters"], signals.received
 
 
 def _quiet_rendezvous_errors() -> None:
@@ -197,9 +317,13 @@ def main(argv) -> None:
     try:
         _check_ray_flags()
         config = config_from_flags(check_logdir_writable=True)
-        counters = train_on_ray(config)
+        counters, stopped_by = train_on_ray(config)
     except (ConfigError, CheckpointError) as error:
         cli.fail(PROGRAM, str(error))
+    if stopped_by:
+        print(f"{PROGRAM}: stopped by {stopped_by} at {counters['env_steps']:,} env steps on {FLAGS.num_workers} "
+              f"Ray workers; logdir {config.logdir}. To continue, run the same command with --resume", flush=True)
+        return
     print(f"{PROGRAM}: trained {counters['env_steps']:,} env steps, {counters['updates']:,} updates, "
           f"{counters['episodes']:,} episodes on {FLAGS.num_workers} Ray workers; logdir {config.logdir}",
           flush=True)

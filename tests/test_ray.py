@@ -1,6 +1,7 @@
 """python -m hvd_dqn.ray_train against a real Ray head: `ray start --head` on 127.0.0.1, started and stopped by
 these tests, with token authentication. Two Ray workers train CartPole with identical replicas, rank 0 alone
-writes, and the checkpoint evaluates; bad flags and a killed worker are one line."""
+writes, and the checkpoint evaluates; bad flags and a killed worker are one line; a signal to the driver stops
+every worker with a checkpoint."""
 import json
 import os
 import pathlib
@@ -12,6 +13,7 @@ import sys
 import time
 import uuid
 
+import psutil
 import pytest
 
 from hvd_dqn.logdir import checkpoint
@@ -22,6 +24,9 @@ RAY = str(pathlib.Path(sys.executable).parent / "ray")
 TRAIN = [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--num_workers=2", "--eval_interval_env_steps=0",
          "--log_interval_env_steps=1000", "--stop_at_train_return=inf"]
 # One node here: Horovod's elastic driver would look for network interfaces common to 2 nodes.
+# hvd_dqn.ray_train.STOP_BOUND_S (60 s for the workers' last steps and checkpoint) and Ray's shutdown (importing
+# the module here would define hvd_dqn.train's flags a second time in this process).
+STOP_BOUND_S = 90
 ELASTIC = ["--elastic", "--rank_scaling=batch", "--network_interface=lo", "--elastic_commit_env_steps=1000"]
 
 
@@ -149,3 +154,64 @@ def test_a_killed_worker_ends_the_job_with_one_line(ray_head, tmp_path, elastic)
     if elastic:
         assert "Horovod detected that one or more processes exited" in lines[-1], lines[-20:]
     assert not [line for line in lines if line.startswith("Traceback")], "\n".join(lines)
+
+
+def _ray_workers():
+    """The processes of hvd_dqn's Ray workers (Ray names an actor's process after its class)."""
+    return [process for process in psutil.process_iter(["cmdline"])
+            if "BaseHorovodWorker" in " ".join(process.info["cmdline"] or [])]
+
+
+def _start_and_signal(command, tmp_path, send):
+    """Starts the driver, waits for training to be under way, calls send(job), and returns the output and the
+    seconds until the driver and every worker were gone."""
+    log = tmp_path / "driver.txt"
+    with open(log, "w") as output:
+        job = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=subprocess_env(), cwd=REPO,
+                               start_new_session=True)
+        try:
+            deadline = time.monotonic() + 300
+            while "env steps 1,000/" not in log.read_text() and time.monotonic() < deadline and job.poll() is None:
+                time.sleep(1)
+            assert "env steps 1,000/" in log.read_text(), log.read_text()[-3000:]
+            send(job)
+            sent = time.monotonic()
+            job.wait(timeout=STOP_BOUND_S)
+            while _ray_workers() and time.monotonic() < sent + STOP_BOUND_S:
+                time.sleep(0.5)
+            return log.read_text(), job.returncode, time.monotonic() - sent
+        finally:
+            if job.poll() is None:
+                os.killpg(job.pid, signal.SIGKILL)
+
+
+def test_sigterm_to_the_driver_stops_every_worker_with_a_checkpoint_that_resumes(ray_head, tmp_path):
+    """Issue 35: left to its default, SIGTERM would end the driver alone and Ray would kill the workers it owns
+    with no checkpoint."""
+    logdir = tmp_path / "run"
+    arguments = [*TRAIN, f"--ray_address={ray_head}", f"--logdir={logdir}", "--checkpoint_interval_env_steps=0"]
+    text, returncode, seconds = _start_and_signal(
+        [sys.executable, "-m", "hvd_dqn.ray_train", *arguments, "--total_env_steps=1000000"], tmp_path,
+        lambda job: job.send_signal(signal.SIGTERM))
+    assert not _ray_workers(), f"workers still running {seconds:.0f} s after SIGTERM"
+    assert returncode == 0, text[-3000:]
+    latest = checkpoint.latest_checkpoint(str(logdir))
+    stopped_at = checkpoint.read_counters(latest)["env_steps"]
+    assert text.strip().splitlines()[-1] == (
+        f"hvd_dqn.ray_train: stopped by SIGTERM at {stopped_at:,} env steps on 2 Ray workers; logdir {logdir}. "
+        f"To continue, run the same command with --resume")
+    resumed = python_module("hvd_dqn.ray_train", [*arguments, "--resume", f"--total_env_steps={stopped_at + 1000}"],
+                            timeout=600)
+    assert f"resumed from {latest} at {stopped_at:,} env steps" in resumed.stderr, resumed.stderr[-3000:]
+
+
+def test_sigterm_to_the_process_group_of_a_local_ray_instance_stops_with_a_checkpoint(tmp_path):
+    """Without --ray_address the driver starts Ray here, in its own process group: a SIGTERM to the group (as
+    `timeout` sends) must not end Ray's own processes under the workers' last steps."""
+    logdir = tmp_path / "run"
+    text, returncode, seconds = _start_and_signal(
+        [sys.executable, "-m", "hvd_dqn.ray_train", *TRAIN, f"--logdir={logdir}", "--checkpoint_interval_env_steps=0",
+         "--total_env_steps=1000000"], tmp_path, lambda job: os.killpg(job.pid, signal.SIGTERM))
+    assert not _ray_workers(), f"workers still running {seconds:.0f} s after SIGTERM"
+    assert returncode == 0 and "stopped by SIGTERM at " in text.strip().splitlines()[-1], text[-3000:]
+    assert checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))["world_size"] == 2

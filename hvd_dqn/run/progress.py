@@ -68,8 +68,8 @@ class TrainingClock:
 
 class StopSignals:
     """SIGTERM (pre-emption: Slurm, Kubernetes, horovodrun passing on its own signal), SIGINT (Ctrl-C), SIGHUP
-    (a closed terminal; not where it is ignored, as under nohup) and the end of the rank's launcher
-    (`hvd_dqn.run.launcher_watch`) only set a flag here; the loop polls it collectively
+    (a closed terminal; not where it is ignored, as under nohup), the end of the rank's launcher
+    (`hvd_dqn.run.launcher_watch`) and a signal to the Ray driver (`hvd_dqn.ray_train`) only set a flag here; the loop polls it collectively
     (`hvd_dqn.run.stopping`), so every rank stops after the same iteration, writes the final checkpoint
     together and exits cleanly. A second signal of the same kind gets the default behaviour (an immediate
     stop)."""
@@ -88,11 +88,13 @@ class StopSignals:
         if self._watch is None:
             from hvd_dqn.run.launcher_watch import LauncherWatch
 
-            self._watch = LauncherWatch(self._launcher_gone).start()
+            self._watch = LauncherWatch(self.request).start()
 
     def _handle(self, signum, frame) -> None:
         self.received = signal.Signals(signum).name
         signal.signal(signum, signal.SIG_DFL)
 
-    def _launcher_gone(self, description: str) -> None:
+    def request(self, description: str) -> None:
+        """A stop asked for by something other than a signal to this process (its launcher's end, the Ray
+        driver's word); `description` completes "stopped by ..." in the log."""
         self.received = self.received or description

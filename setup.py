@@ -38,12 +38,15 @@ setup(
                     # Object-store logdirs (s3://, gs://) through fsspec.
                     "cloud": pinned(("s3fs", "gcsfs", "fsspec")),
                     # Training on a Ray cluster (python -m hvd_dqn.ray_train) through horovod.ray.
-                    "ray": pinned(("ray",))},
+                    "ray": pinned(("ray",)),
+                    # Training on a Spark cluster (python -m hvd_dqn.spark_train) through horovod.spark.run.
+                    "spark": pinned(("pyspark", "pyarrow"))},
     package_data={"hvd_dqn": ["reference/*.json"]},
     entry_points={
         "console_scripts": [
             "hvd-dqn-train=hvd_dqn.train:run",
             "hvd-dqn-ray-train=hvd_dqn.ray_train:run",
+            "hvd-dqn-spark-train=hvd_dqn.spark_train:run",
             "hvd-dqn-evaluate=hvd_dqn.evaluate:run",
             "hvd-dqn-export=hvd_dqn.export:run",
         ]

@@ -23,7 +23,6 @@ a worker is lost, as under an elastic horovodrun.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import signal
 import socket
@@ -33,10 +32,11 @@ import threading
 from absl import app, flags, logging
 
 from hvd_dqn import cli, quiet_tensorflow
-from hvd_dqn.config import ConfigError, TrainConfig, validate
+from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.flags import config_from_flags, define_flags
 from hvd_dqn.logdir import storage
 from hvd_dqn.logdir.checkpoint import CheckpointError
+from hvd_dqn.run.engine_rank import train_as_rank
 
 define_flags()  # hvd_dqn.train's flags, which this program takes as its own
 
@@ -63,24 +63,9 @@ WATCH_SECONDS = 1.0  # how often each worker looks for the driver's stop request
 
 
 def train_on_worker(config: TrainConfig, stop_flag=None) -> dict:
-    """Runs in each Ray worker as one Horovod rank (RayExecutor has set its HOROVOD_* variables). Returns
-    {"counters": ...} or {"error": one line}, so the driver reports a training error without a traceback.
-    `stop_flag`: the driver's StopFlag actor, looked at once a second."""
-    from hvd_dqn.run import distributed
-
-    # In the worker only: the driver checks flags and starts Ray without TensorFlow's seconds-long import.
-    from hvd_dqn.run.trainer import Trainer
-
-    rank = distributed.launcher_rank()
-    logging.set_verbosity(logging.INFO if rank == 0 else logging.WARNING)  # rank 0 alone reports progress
-    try:
-        config = validate(config, check_logdir_writable=rank == 0)  # the driver's host may not be rank 0's
-        trainer = Trainer(config)
-        with _watching(stop_flag, trainer.signals.request):
-            counters = trainer.run()
-    except (ConfigError, CheckpointError) as error:
-        return {"error": str(error)}
-    return {"counters": dataclasses.asdict(counters)}
+    """Runs in each Ray worker as one Horovod rank (RayExecutor has set its HOROVOD_* variables); `stop_flag`:
+    the driver's StopFlag actor, looked at once a second."""
+    return train_as_rank(config, lambda trainer: _watching(stop_flag, trainer.signals.request))
 
 
 class StopFlag:

@@ -3,7 +3,7 @@
 #   1. Debian packages Horovod builds against (Open MPI with headers; a C++ toolchain and cmake),
 #   2. a virtual environment in <repo>/.venv,
 #   3. the pinned TensorFlow, then Horovod compiled against it with TensorFlow, MPI and Gloo,
-#   4. hvd_dqn itself with the MinAtar, cloud and Ray extras (`pip install -e '.[minatar,cloud,ray]'`),
+#   4. hvd_dqn itself with the MinAtar, cloud, Ray and Spark extras (`pip install -e '.[minatar,cloud,ray,spark]'`),
 # and fails loudly unless `horovodrun --check-build` shows TensorFlow, MPI and Gloo.
 # A second run on a set-up machine only compares a stamp and takes a second or two.
 #
@@ -40,6 +40,8 @@ command -v make >/dev/null 2>&1 || need_debs+=(make)
 command -v strace >/dev/null 2>&1 || need_debs+=(strace)
 [[ -x /usr/sbin/sshd ]] || need_debs+=(openssh-server)
 command -v ssh >/dev/null 2>&1 || need_debs+=(openssh-client)
+# hvd_dqn.spark_train: Spark's driver and executors run on the distribution's Java runtime (17 or 21).
+command -v java >/dev/null 2>&1 || need_debs+=(default-jre-headless)
 if ((${#need_debs[@]})); then
   log "installing Debian packages: ${need_debs[*]}"
   sudo_cmd=()
@@ -148,8 +150,8 @@ if [[ "$(cat "$built_against" 2>/dev/null)" != "$build_id" ]] \
 fi
 
 # --- 4. hvd_dqn itself -----------------------------------------------------------------------------------
-log "installing hvd_dqn (editable) with its MinAtar and cloud extras, and its test requirements"
-"${pip[@]}" install -c constraints.txt -e '.[minatar,cloud,ray]' pytest jsonschema 'moto[server]' gcp-storage-emulator
+log "installing hvd_dqn (editable) with its MinAtar, cloud, Ray and Spark extras, and its test requirements"
+"${pip[@]}" install -c constraints.txt -e '.[minatar,cloud,ray,spark]' pytest jsonschema 'moto[server]' gcp-storage-emulator
 
 # --- A one-line fix to tf-keras 2.18.0 --------------------------------------------------------------------
 # tf-keras seeds its initializers with random.randint(1, 1e9); Python 3.12 refuses a float bound there

@@ -53,6 +53,8 @@ flags.DEFINE_float("round_seconds", 3.0, "Seconds per measurement round.")
 flags.DEFINE_integer("rounds", 3, "Alternating rounds per comparison; the median round is reported.")
 flags.DEFINE_enum("part", "all", ["all", "training"], "Internal: the benchmark runs its full-training figures in a "
                   "child process of its own with --part=training (TensorFlow's thread pools are per process).")
+flags.DEFINE_float("allreduce_busy_ms", 0.0, "Under horovodrun: milliseconds each rank keeps its core busy before "
+                   "each timed allreduce (its acting and update in training); 0: back to back.")
 flags.DEFINE_integer("balanced_train_frequency", 1, "Internal, with --part=training: the balanced ratio to time.")
 FLAGS = flags.FLAGS
 PROGRAM = "hvd_dqn.benchmark"
@@ -76,13 +78,13 @@ def main(argv) -> None:
         training_part(config, FLAGS.balanced_train_frequency, FLAGS.round_seconds, FLAGS.rounds, FLAGS.json)
         return
     # One core's worth per stage: one thread inside each op and one running ops.
-    distributed.init_horovod(intra_op_threads=1, inter_op_threads=1)
+    distributed.init_horovod(intra_op_threads=1, inter_op_threads=1, cores_per_rank=config.cores_per_rank)
     import horovod.tensorflow as hvd
 
     if hvd.size() > 1:
         from hvd_dqn.measure.allreduce import allreduce_rates
 
-        results = allreduce_rates(config, FLAGS.round_seconds, FLAGS.rounds)
+        results = allreduce_rates(config, FLAGS.round_seconds, FLAGS.rounds, FLAGS.allreduce_busy_ms / 1000.0)
         if hvd.rank() != 0:
             return
         keys = ALLREDUCE_KEYS

@@ -8,9 +8,14 @@ import time
 import numpy as np
 
 
-def allreduce_rates(config, seconds: float, rounds: int) -> dict:
+def allreduce_rates(config, seconds: float, rounds: int, busy_s: float = 0.0) -> dict:
     """Collective: the cost of one update's gradient allreduce across this job's ranks, and what the ring
-    formula predicts for it from this machine's loopback bandwidth (measured on rank 0)."""
+    formula predicts for it from this machine's loopback bandwidth (measured on rank 0).
+
+    busy_s > 0: each rank first keeps its core busy that long before each allreduce, as training does with its
+    acting and update, and the busy time is taken out of the figure. Back to back (busy_s = 0) every call
+    waits for the next of Horovod's cycles; between a rank's own work it waits less, while Horovod's
+    background thread competes with that work for the core."""
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
@@ -31,6 +36,10 @@ def allreduce_rates(config, seconds: float, rounds: int) -> dict:
                 for index, gradient in enumerate(gradients)]
 
     def step():
+        if busy_s:
+            until = time.perf_counter() + busy_s
+            while time.perf_counter() < until:  # the rank's own work, on its own core
+                pass
         outputs = allreduce()
         outputs[-1].numpy()  # wait for it
         return 1
@@ -48,11 +57,11 @@ def allreduce_rates(config, seconds: float, rounds: int) -> dict:
         start = time.perf_counter()
         for _ in range(calls):
             step()
-        rates.append(calls / (time.perf_counter() - start))
+        rates.append(calls / (time.perf_counter() - start - calls * busy_s))
     updates_per_s = float(np.median(rates))
     bandwidth = _loopback_bytes_per_s() if hvd.rank() == 0 else 0.0
     size = hvd.size()
-    return {"ranks": size, "gradient_bytes_per_update": gradient_bytes,
+    return {"ranks": size, "gradient_bytes_per_update": gradient_bytes, "allreduce_busy_ms": 1000.0 * busy_s,
             "allreduce_ms_per_update": 1000.0 / updates_per_s, "loopback_bytes_per_s": bandwidth,
             "ring_allreduce_ms_predicted": 1000.0 * 2 * (size - 1) / size * gradient_bytes / bandwidth
             if bandwidth else None}

@@ -170,3 +170,66 @@ def exported_policy_rates(online, spec, rng: np.random.Generator, seconds: float
         step()  # the first call of each shape outside the timing
         steps[f"policy_actions_per_s_batch{batch}"] = step
     return side_by_side(steps, seconds, rounds)
+
+
+def cost_model_costs(config, env_counts, batch_sizes, seconds: float, rounds: int,
+                     replay_rows: int = 50_000) -> dict:
+    """The cost model's per-rank costs on this process (hvd_dqn.measure.cost_model): t_act(e), seconds per env
+    step of the acting path with e envs, for each of `env_counts`, and t_learn(b), seconds per update as a
+    rank makes it alone (a minibatch of b drawn from a full memory, the gradient step, new priorities under
+    prioritised replay), for each of `batch_sizes`. Medians of alternating rounds."""
+    import tensorflow as tf
+
+    from hvd_dqn.agent.learner import DQNLearner, make_optimizer
+    from hvd_dqn.agent.networks import q_network_for
+    from hvd_dqn.agent.policy import EpsilonGreedyActor, act_and_store
+    from hvd_dqn.envs import env_seeds, make_env_for, spec_of
+    from hvd_dqn.run.learning_side import make_replay_memory
+
+    tf.keras.utils.set_random_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    single_thread = dataclasses.replace(config, env_threads=1)
+    probe = make_env_for(single_thread, 1)
+    spec = spec_of(probe)
+    probe.close()
+    online, target = q_network_for(config, spec, "online"), q_network_for(config, spec, "target")
+    actor = EpsilonGreedyActor(online, spec.num_actions, rng)
+
+    acting = {}
+    for num_envs in env_counts:
+        env = make_env_for(single_thread, num_envs)
+        replay = make_replay_memory(config, spec, num_envs=num_envs, capacity=min(config.replay_capacity, replay_rows))
+        state = {"observation": env.reset(seed=env_seeds(config.seed, num_envs))[0]}
+
+        def actor_step(env=env, replay=replay, state=state, num_envs=num_envs):
+            state["observation"], _, _ = act_and_store(env, actor, replay, state["observation"], config.epsilon_end,
+                                                       config.clip_rewards, config.terminal_on_life_loss)
+            return num_envs
+
+        actor_step()  # traces the inference for this number of envs outside the timing
+        acting[num_envs] = (actor_step, env)
+
+    replay = make_replay_memory(config, spec, num_envs=1, capacity=min(config.replay_capacity, replay_rows))
+    fill_replay(replay, spec, 1, rng)
+    learner = DQNLearner(online, target, make_optimizer(config.learning_rate, config.adam_epsilon,
+                                                        config.max_grad_norm, 1, False, 0),
+                         config.double_dqn, config.huber_delta)
+    learning = {}
+    for batch_size in batch_sizes:
+        def learn_step(batch_size=batch_size):
+            batch = replay.sample(batch_size, rng, config.priority_beta_start)
+            metrics = learner.update(batch)
+            if batch.indices is not None:
+                replay.update_priorities(batch.indices, metrics["td_errors"])
+            return 1
+
+        learn_step()  # traces the update for this batch size outside the timing
+        learning[batch_size] = learn_step
+
+    steps = {f"act_{num_envs}": step for num_envs, (step, _) in acting.items()}
+    steps.update({f"learn_{batch_size}": step for batch_size, step in learning.items()})
+    rates = side_by_side(steps, seconds, rounds)
+    for _, env in acting.values():
+        env.close()
+    return {"act_s": {num_envs: 1.0 / rates[f"act_{num_envs}"] for num_envs in env_counts},
+            "learn_s": {batch_size: 1.0 / rates[f"learn_{batch_size}"] for batch_size in batch_sizes}}

@@ -119,6 +119,14 @@ def summarise(runs, workers_list) -> dict:
     return results
 
 
+def write_report(path, report: dict) -> None:
+    """The report as indented JSON at `path` (nothing when it is None)."""
+    if path:
+        with open(path, "w") as handle:
+            json.dump(report, handle, indent=2)
+            handle.write("\n")
+
+
 def parse_workers(text: str):
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
@@ -196,10 +204,7 @@ def main(argv=None) -> int:
                       controller=args.controller, rounds=args.rounds, measure_env_steps=args.measure_env_steps,
                       rank_scaling=config.rank_scaling, runs=[{key: value for key, value in run.items()
                                                                if key != "logdir" or not temporary} for run in runs])
-        if args.json:
-            with open(args.json, "w") as handle:
-                json.dump(report, handle, indent=2)
-                handle.write("\n")
+        write_report(args.json, report)
     except (BenchmarkError, OSError) as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
         return 2

@@ -27,7 +27,7 @@ import tempfile
 from types import SimpleNamespace
 
 from hvd_dqn.benchmark_workers import (BenchmarkError, command_for, parse_workers, resolved_config, run_once,
-                                       summarise)
+                                       summarise, write_report)
 from hvd_dqn.measure import cost_model
 from hvd_dqn.run import distributed
 
@@ -293,10 +293,7 @@ def main(argv=None) -> int:
             report["predictions"] = {str(workers): row for workers, row in predicted.items()}
             print(f"{PROGRAM}: {args.flagfile}, --rank_scaling={config.rank_scaling}, one core per worker")
             print_predictions(predicted)
-        if args.json:
-            with open(args.json, "w") as handle:
-                json.dump(report, handle, indent=2)
-                handle.write("\n")
+        write_report(args.json, report)
     except (BenchmarkError, OSError) as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
         return 2

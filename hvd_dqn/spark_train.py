@@ -13,7 +13,9 @@ Without --spark_master, and when spark-submit has not set one, Spark runs in loc
 from __future__ import annotations
 
 import os
+import re
 import sys
+import threading
 
 from absl import app, flags, logging
 
@@ -63,8 +65,11 @@ def _start_spark():
     if FLAGS.spark_master:
         builder = builder.master(FLAGS.spark_master)
     elif not SparkConf().contains("spark.master"):
-        # Local mode: Spark's driver on 127.0.0.1 only, and no web UI (it would listen on every interface).
+        # Local mode: Spark's driver on 127.0.0.1 only, and no web UI (it would listen on every interface);
+        # its Python workers run this interpreter (by default they run `python3` from PATH, which may not
+        # have Horovod and hvd_dqn).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = (builder.master(f"local[{FLAGS.num_proc}]").config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.bindAddress", "127.0.0.1").config("spark.ui.enabled", "false"))
     try:
@@ -74,8 +79,21 @@ def _start_spark():
         if "JAVA_GATEWAY_EXITED" in reason or "JAVA_HOME" in reason or "java" in reason.lower():
             reason += " (Spark needs a Java runtime: scripts/setup.sh installs one; or set JAVA_HOME)"
         raise ConfigError(f"Spark could not start: {reason}") from None
-    session.sparkContext.setLogLevel("ERROR")
+    # A failed task is reported as one line from its Python error (_task_error), not as Spark's log of it.
+    session.sparkContext.setLogLevel("FATAL")
     return session
+
+
+def _task_error(error: BaseException) -> str:
+    """The Python error a Spark task ended with (the last `SomeError: ...` line of Spark's report, whose
+    Java stack trace says nothing more), else the report's first line."""
+    text = str(error)
+    python_errors = re.findall(r"^(\w+(?:Error|Exception): .*)$", text, flags=re.MULTILINE)
+    found = python_errors[-1] if python_errors else text.strip().splitlines()[0] if text.strip() else repr(error)
+    if "No module named" in found:
+        found += (" (each executor's Python must have Horovod and hvd_dqn installed: set spark.pyspark.python, or "
+                  "PYSPARK_PYTHON, to the project's venv)")
+    return found
 
 
 def train_on_spark(config: TrainConfig) -> dict:
@@ -83,13 +101,18 @@ def train_on_spark(config: TrainConfig) -> dict:
     session = _start_spark()
     import horovod.spark
 
+    # horovod.spark runs the Spark job on a thread of its own, whose failure would print a traceback before
+    # the same error reaches this thread: that thread's exceptions go to the debug log instead.
+    hook, threading.excepthook = threading.excepthook, lambda failed: logging.debug(
+        "thread %s: %s", failed.thread.name if failed.thread else "?", failed.exc_value)
     try:
         results = horovod.spark.run(train_on_task, args=(config,), num_proc=FLAGS.num_proc, use_gloo=True,
                                     start_timeout=FLAGS.start_timeout_s, verbose=0,
                                     stdout=sys.stdout, stderr=sys.stderr)
     except Exception as error:  # noqa: BLE001 - Spark's and Horovod's failures: a rank died, a timeout
-        raise ConfigError(f"a Spark task failed: {storage.describe(error)}") from None
+        raise ConfigError(f"a Spark task failed: {_task_error(error)}") from None
     finally:
+        threading.excepthook = hook
         session.stop()
     errors = [result["error"] for result in results if "error" in result]
     if errors:

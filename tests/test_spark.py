@@ -41,6 +41,24 @@ def test_two_spark_tasks_train_with_equal_replicas_and_the_checkpoint_evaluates(
     assert json.loads(report.read_text())["env_steps"] == 3000
 
 
+def test_executors_without_horovod_are_one_line(tmp_path):
+    """A Spark whose Python workers lack Horovod (PYSPARK_PYTHON pointing elsewhere): the task's Python error,
+    in one line, not Spark's Java stack trace."""
+    _spark_or_skip()
+    import sys
+
+    from conftest import environment
+
+    bare = shutil.which("python3", path="/usr/bin:/bin") or sys.executable
+    with environment(PYSPARK_PYTHON=bare):
+        result = python_module("hvd_dqn.spark_train", [*TRAIN, "--num_proc=2", f"--logdir={tmp_path / 'run'}",
+                                                       "--total_env_steps=2000"], timeout=300, check=False)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert lines[-1].startswith("hvd_dqn.spark_train: error: a Spark task failed: ModuleNotFoundError: No module "
+                                "named "), lines[-5:]
+
+
 @pytest.mark.parametrize("arguments, message", [
     (["--num_proc=0"], "--num_proc=0: must be a positive integer"),
     (["--batch_size=0"], "--batch_size=0: must be a positive integer"),

@@ -101,16 +101,18 @@ def train_on_spark(config: TrainConfig) -> dict:
     session = _start_spark()
     import horovod.spark
 
-    # horovod.spark runs the Spark job on a thread of its own, whose failure would print a traceback before
-    # the same error reaches this thread: that thread's exceptions go to the debug log instead.
-    hook, threading.excepthook = threading.excepthook, lambda failed: logging.debug(
-        "thread %s: %s", failed.thread.name if failed.thread else "?", failed.exc_value)
+    # horovod.spark runs the Spark job on a thread of its own, whose failure would print a traceback and
+    # then reach this thread only as "Spark job has failed, see the error above": the thread's error is kept
+    # for the one line instead.
+    thread_errors = []
+    hook, threading.excepthook = threading.excepthook, lambda failed: thread_errors.append(failed.exc_value)
     try:
         results = horovod.spark.run(train_on_task, args=(config,), num_proc=FLAGS.num_proc, use_gloo=True,
                                     start_timeout=FLAGS.start_timeout_s, verbose=0,
                                     stdout=sys.stdout, stderr=sys.stderr)
     except Exception as error:  # noqa: BLE001 - Spark's and Horovod's failures: a rank died, a timeout
-        raise ConfigError(f"a Spark task failed: {_task_error(error)}") from None
+        raise ConfigError(f"a Spark task failed: {_task_error(thread_errors[0] if thread_errors else error)}") \
+            from None
     finally:
         threading.excepthook = hook
         session.stop()

@@ -190,7 +190,10 @@ def paper(config, args) -> dict:
     env.close()
     network = q_network_for(config, spec, "online")
     gradient_bytes = 4 * int(network.count_params())
-    rows = cost_model.paper_rows(gradient_bytes, config.batch_size, config.train_frequency, 1, args.env_steps)
+    try:
+        rows = cost_model.paper_rows(gradient_bytes, config.batch_size, config.train_frequency, 1, args.env_steps)
+    except cost_model.ShapeError as error:  # under `updates` the preset's batch splits over 8 and 32 GPUs
+        raise BenchmarkError(str(error)) from None
     return {"gradient_bytes": gradient_bytes, "env_steps": args.env_steps, "rows": rows,
             "assumptions": {name: vars(assumption) for name, assumption in cost_model.GPU_ASSUMPTIONS.items()}}
 

@@ -130,12 +130,8 @@ def paper_rows(gradient_bytes: int, batch_size: int, train_frequency: int, job_n
             bandwidth, latency = a["nvlink_bytes_per_s"], a["nvlink_latency_s"]
         sync = ring_allreduce_s(gradient_bytes, workers, bandwidth, latency) + (a["negotiation_s"] if workers > 1
                                                                                  else 0.0)
-        for mode in modes:
-            if mode == "updates":  # the job keeps one worker's batch and replay ratio, split over the GPUs
-                shape = RankShape(workers, job_num_envs_per_gpu, max(1, batch_size // workers),
-                                  train_frequency / workers)
-            else:  # each GPU a whole batch per `train_frequency` of its own env steps
-                shape = RankShape(workers, job_num_envs_per_gpu, batch_size, float(train_frequency))
+        for mode in modes:  # each GPU its own envs; under `updates` the job keeps one GPU's batch and ratio
+            shape = rank_shape(mode, job_num_envs_per_gpu * workers, batch_size, train_frequency, workers)
             rate = job_env_steps_per_s(shape, a["act_s"], a["learn_s"], sync, overlap)
             rows.append(dict(nodes=nodes, gpus_per_node=per_node, workers=workers, rank_scaling=mode,
                              sync_ms=round(1000 * sync, 3), env_steps_per_s=round(rate, 1),

@@ -2,7 +2,7 @@
 cores of its own, in alternating rounds on the same machine:
 
     python -m hvd_dqn.benchmark_workers --flagfile=configs/cartpole.flags --workers=1,2 --json=workers.json \\
-        [-- more hvd_dqn.train flags for every run, e.g. --rank_scaling=batch]
+        [-- more hvd_dqn.train flags for every run, e.g. --rank_scaling=updates]
 
 Each round trains every worker count once, from a fresh logdir (1 worker: `python -m hvd_dqn.train`; N: under
 `horovodrun -np N`), with --cores_per_rank so the one-worker baseline has the same per-worker resources as each
@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 
+from hvd_dqn.config import ConfigError, check_world, counts_are_per_rank, job_num_envs_problem, rank_learning_starts
 from hvd_dqn.run import distributed
 
 PROGRAM = "hvd_dqn.benchmark_workers"
@@ -36,7 +37,6 @@ class BenchmarkError(Exception):
 
 def resolved_config(flagfile: str, train_flags):
     """The TrainConfig every run trains with; a bad flag is a BenchmarkError naming it, before anything runs."""
-    from hvd_dqn.config import ConfigError
     from hvd_dqn.flags import config_of_runs
 
     try:
@@ -46,9 +46,9 @@ def resolved_config(flagfile: str, train_flags):
 
 
 def fill_env_steps(config, workers: int) -> int:
-    """The job's env steps before the first update: --learning_starts counts the job under
-    --rank_scaling=updates and each rank under batch."""
-    return config.learning_starts * (1 if config.rank_scaling == "updates" else workers)
+    """The job's env steps before the first update: every rank's share of --learning_starts, all filling
+    alike."""
+    return rank_learning_starts(config, workers) * (1 if counts_are_per_rank(config) else workers)
 
 
 def command_for(workers: int, args, logdir: str, total_env_steps: int, log_interval: int, train_flags) -> list:
@@ -150,7 +150,7 @@ def main(argv=None) -> int:
                         help="Env steps (of the job) timed in each run, after its memory is ready.")
     parser.add_argument("--log_points", type=int, default=5, help="Log points within the timed env steps.")
     parser.add_argument("--job_num_envs", type=int, default=None,
-                        help="With --rank_scaling=batch (whose --num_envs counts per rank): the envs of the whole "
+                        help="With --counts_per_rank (whose --num_envs counts per rank): the envs of the whole "
                              "job, split over each run's workers, so every worker count steps as many envs.")
     parser.add_argument("--controller", choices=("gloo", "mpi"), default="gloo",
                         help="horovodrun's controller for the multi-worker runs.")
@@ -172,18 +172,14 @@ def main(argv=None) -> int:
             raise BenchmarkError(f"--workers={args.workers} with --cores_per_rank={args.cores_per_rank} needs "
                                  f"{max(workers_list) * args.cores_per_rank} cores; this machine has {cores}")
         config = resolved_config(args.flagfile, train_flags)
-        if args.job_num_envs is not None:
-            if config.rank_scaling != "batch" or any(flag.startswith("--num_envs") for flag in train_flags):
-                raise BenchmarkError(f"--job_num_envs={args.job_num_envs}: only under --rank_scaling=batch, and "
-                                     "without --num_envs after --")
-            if any(args.job_num_envs <= 0 or args.job_num_envs % workers for workers in workers_list):
-                raise BenchmarkError(f"--job_num_envs={args.job_num_envs}: must be a positive multiple of every "
-                                     f"worker count ({args.workers})")
+        problem = args.job_num_envs is not None and job_num_envs_problem(config, args.job_num_envs, workers_list, train_flags)
+        if problem:
+            raise BenchmarkError(problem)
         for workers in workers_list:
-            if config.rank_scaling == "updates" and (config.num_envs % workers or config.batch_size % workers):
-                raise BenchmarkError(f"--workers={args.workers}: under --rank_scaling=updates --num_envs="
-                                     f"{config.num_envs} and --batch_size={config.batch_size} must split evenly "
-                                     f"over {workers} workers")
+            try:
+                check_world(config, workers)
+            except ConfigError as error:
+                raise BenchmarkError(f"--workers={args.workers}: {error}") from None
         temporary = None if args.workdir else tempfile.mkdtemp(prefix="hvd_dqn_workers_")
         args.workdir = args.workdir or temporary
         runs = []

@@ -37,7 +37,7 @@ class TrainConfig:
 
     # Environment.
     env_id: str = "CartPole-v1"
-    num_envs: int = 4  # environments per rank (rank_scaling="updates": of the job), stepped as one vectorised env
+    num_envs: int = 4  # environments of the job, split over the ranks (see counts_per_rank), stepped as one vectorised env
     seed: int = 0  # rank r seeds its envs and RNGs with seed + r
 
     # Atari only (ignored for classic control); see hvd_dqn.envs.AtariSettings for sources.
@@ -52,7 +52,7 @@ class TrainConfig:
 
     # Run length and schedule, all in env steps summed over ranks unless noted.
     total_env_steps: int = 100_000
-    learning_starts: int = 1_000  # transitions in each rank's replay memory before updates begin (per rank)
+    learning_starts: int = 1_000  # transitions in the job's replay memories before updates begin (see rank_learning_starts)
     train_frequency: int = 1  # env steps per rank between two updates (per rank)
     target_update_period: int = 500  # updates between two copies online -> target
     target_update_tau: float = 1.0  # 1: copy; < 1: target <- tau online + (1 - tau) target (Polyak)
@@ -67,7 +67,7 @@ class TrainConfig:
     apex_alpha: float = 7.0
 
     # Replay memory.
-    replay_capacity: int = 50_000  # transitions per rank (rank_scaling="updates": of the job, split over the ranks)
+    replay_capacity: int = 50_000  # transitions of the job, split over the ranks (see counts_per_rank)
     batch_size: int = 64  # transitions per rank per update; the global batch is batch_size * ranks
     prioritized_replay: bool = False  # proportional prioritised replay (Schaul et al. 2016)
     priority_alpha: float = 0.6
@@ -91,15 +91,17 @@ class TrainConfig:
     rmsprop_rho: float = 0.95  # RMSprop: decay of the squared-gradient average (PyTorch's alpha)
     rmsprop_epsilon: float = 0.01  # RMSprop: added to the root of the second moment, as PyTorch does
     rmsprop_centered: bool = True  # RMSprop: subtract the squared mean gradient (Graves 2013)
-    # "updates": the job updates every train_frequency env steps summed over ranks, each rank adding
-    # batch_size / N transitions, with num_envs and replay_capacity split over the ranks (one rank's algorithm,
-    # whatever N). "batch": each rank updates every train_frequency of its own env steps with batch_size of
-    # its own transitions (N ranks: N times fewer updates per env step, N times the global batch). The default
-    # is what kept sample efficiency best in the scaling study (CartPole, 5 seeds: 8 ranks solved in 0.75x one
-    # rank's median env steps; batch's best rule 1.13x at 4 ranks; results/scaling/README.md). --elastic
-    # needs "batch" (it cannot re-split envs and memories while the world changes).
-    rank_scaling: str = "updates"
-    scale_lr_by_workers: bool = False  # multiply the learning rate by the number of ranks (Goyal et al. 2017)
+    # "batch" (default): each rank updates every train_frequency of its own env steps with batch_size of its
+    # own transitions (N ranks: N times fewer updates per env step, an N times larger global batch), with the
+    # step size scaled by N and the schedules counted in updates divided by N (both on by default). "updates":
+    # the job updates every train_frequency env steps summed over ranks, each rank adding batch_size / N
+    # transitions (one rank's updates and batch, whatever N). Chosen by time to a score (issue 31): CartPole
+    # solved, 5 seeds, one core per worker, 2 workers against 1: batch 0.70x the time at 1.00x the env steps,
+    # updates 1.15x the time (each update pays a sync that half the batch does not buy back);
+    # results/scaling/README.md. On GPUs, where a smaller batch costs the same, updates cannot gain at all
+    # (results/cost_model/README.md).
+    rank_scaling: str = "batch"
+    scale_lr_by_workers: bool = True  # batch: multiply the learning rate by the number of ranks (Goyal et al. 2017)
     lr_scale_rule: str = "linear"  # with scale_lr_by_workers: times N (Goyal et al.) or times sqrt(N)
     lr_warmup_updates: int = 0  # updates over which the scaled learning rate ramps up linearly
     # Linear decay of the step size, to learning_rate_end (times the rank scale, if any) after lr_decay_updates
@@ -108,7 +110,11 @@ class TrainConfig:
     lr_decay_updates: int = 0
     # rank_scaling="batch" with N ranks: divide the schedules counted in updates (target_update_period,
     # lr_warmup_updates, lr_decay_updates) by N, so each spans the env steps it spans at one rank.
-    scale_schedules_by_workers: bool = False
+    scale_schedules_by_workers: bool = True
+    # num_envs, replay_capacity and learning_starts count over the job and are split over the ranks (so a
+    # preset means the same run at any N), unless this is set (or --elastic, whose world changes size): then
+    # each rank has its own. Configs written before this field existed meant "per rank" under batch.
+    counts_per_rank: bool = False
 
     # Logging, evaluation, checkpoints.
     logdir: str = "runs/cartpole"
@@ -159,6 +165,11 @@ class TrainConfig:
         values = {key: value for key, value in raw.items() if key in known}
         # Written before rank_scaling existed: each rank updated on its own envs and memory, which is "batch".
         values.setdefault("rank_scaling", "batch")
+        # Written before these defaults turned on (issue 31): the scaling rules were off, and under batch each
+        # rank had its own --num_envs, --replay_capacity and --learning_starts.
+        values.setdefault("scale_lr_by_workers", False)
+        values.setdefault("scale_schedules_by_workers", False)
+        values.setdefault("counts_per_rank", values["rank_scaling"] == "batch")
         if "hidden_sizes" in values:
             values["hidden_sizes"] = tuple(values["hidden_sizes"])
         return cls(**values)
@@ -222,26 +233,11 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     else:
         _require(config.lr_decay_updates == 0, "lr_decay_updates", config.lr_decay_updates,
                  "needs --learning_rate_end (the step size to decay to)")
-    # Scaling the step size by N answers a global batch N times larger; under --rank_scaling=updates the
-    # global batch is --batch_size whatever N, so the two together would only raise the rate silently.
-    _require(not (config.scale_lr_by_workers and config.rank_scaling == "updates"), "rank_scaling",
-             config.rank_scaling, "keeps the global batch at --batch_size for any number of ranks, so "
-             "--scale_lr_by_workers (a rule for a batch that grows with the ranks) does not apply; "
-             "add --noscale_lr_by_workers")
-    # Under --rank_scaling=updates the job's envs, memory and batch are split over the ranks; an elastic world
-    # that grows or shrinks would have to re-split the envs and memories of running ranks.
+    # Under --rank_scaling=updates the job's batch is split over a fixed number of ranks; an elastic world that
+    # grows or shrinks would have to re-split it (and the envs and memories) between updates.
     _require(not (config.elastic and config.rank_scaling == "updates"), "rank_scaling", config.rank_scaling,
-             "splits the job's --num_envs, --replay_capacity and --batch_size over a fixed number of ranks, "
-             "which --elastic does not have; add --rank_scaling=batch (the mode --elastic runs in)")
-    # N ranks under --rank_scaling=updates make one rank's updates per env step already; an elastic world
-    # changes N, and with it the env steps a schedule counted in updates spans, while the schedule runs.
-    _require(not (config.scale_schedules_by_workers and config.rank_scaling == "updates"), "rank_scaling",
-             config.rank_scaling, "makes one rank's updates per env step whatever the number of ranks, so "
-             "--scale_schedules_by_workers (for the N times fewer updates of --rank_scaling=batch) does not "
-             "apply; add --noscale_schedules_by_workers")
-    _require(not (config.scale_schedules_by_workers and config.elastic), "scale_schedules_by_workers",
-             config.scale_schedules_by_workers, "divides the schedules by a fixed number of ranks, which "
-             "--elastic does not have; add --noscale_schedules_by_workers")
+             "splits the job's --batch_size over a fixed number of ranks, which --elastic does not have; add "
+             "--rank_scaling=batch (the default, which --elastic runs in)")
     _require(0.0 <= config.rmsprop_rho < 1.0, "rmsprop_rho", config.rmsprop_rho, "must be in [0, 1)")
     _require(config.rmsprop_epsilon > 0.0, "rmsprop_epsilon", config.rmsprop_epsilon, "must be a number > 0")
     _require(0.0 < config.target_update_tau <= 1.0, "target_update_tau", config.target_update_tau,
@@ -253,7 +249,7 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
              "must be a comma-separated list of positive layer widths, e.g. 256,256")
     _require(config.learning_starts <= config.replay_capacity, "learning_starts", config.learning_starts,
              f"must be <= --replay_capacity={config.replay_capacity} (both count transitions: the job's, or "
-             "per rank under --rank_scaling=batch)")
+             "each rank's with --counts_per_rank or --elastic)")
     _require(config.batch_size <= config.learning_starts, "batch_size", config.batch_size,
              f"must be <= --learning_starts={config.learning_starts}, so the first minibatch can be drawn")
     _require(config.seed >= 0, "seed", config.seed, "must be an integer >= 0")
@@ -318,15 +314,69 @@ def _check_writable_dir(path: str) -> None:
         raise ConfigError(f"--logdir={path}: not a writable folder ({reason})") from None
 
 
+def scales_lr(config: TrainConfig) -> bool:
+    """Whether the step size is multiplied by the ranks: --scale_lr_by_workers applies to --rank_scaling=batch,
+    whose global batch grows with the ranks; under updates the global batch is --batch_size at any N."""
+    return config.scale_lr_by_workers and config.rank_scaling == "batch"
+
+
+def counts_are_per_rank(config: TrainConfig) -> bool:
+    """Whether --num_envs, --replay_capacity and --learning_starts count per rank: with --counts_per_rank, and
+    under --elastic (a world that changes size cannot re-split running ranks' envs and memories)."""
+    return config.counts_per_rank or config.elastic
+
+
 def rank_share(config: TrainConfig, world_size: int):
-    """(envs, replay capacity) of one rank of `world_size`. Under --rank_scaling=updates --num_envs and
-    --replay_capacity count over the job, like --batch_size, and are split evenly over the ranks, so that N
-    ranks run the algorithm one rank would: N times as many envs would change it (each env's episodes would
-    span N times as many updates: measured on CartPole, 32 envs in one rank stayed near 150 by 60k env steps
-    where 4 envs played 500). Otherwise each rank has its own --num_envs and --replay_capacity."""
-    if config.rank_scaling != "updates":
+    """(envs, replay capacity) of one rank of `world_size`. --num_envs and --replay_capacity count over the
+    job, like --total_env_steps, and are split evenly over the ranks, so that a preset runs the same envs and
+    memory at any N: N times as many envs would change the algorithm (each env's episodes would span N times
+    as many updates: measured on CartPole, 32 envs in one rank stayed near 150 by 60k env steps where 4 envs
+    played 500). With --counts_per_rank (or --elastic) each rank has its own."""
+    if counts_are_per_rank(config):
         return config.num_envs, config.replay_capacity
     if config.num_envs % world_size:
-        raise ConfigError(f"--rank_scaling=updates: --num_envs={config.num_envs} (the job's envs) must split evenly "
-                          f"over the {world_size} ranks")
-    return config.num_envs // world_size, config.replay_capacity // world_size
+        raise ConfigError(f"--num_envs={config.num_envs} (the job's envs) must split evenly over the {world_size} "
+                          "ranks (or add --counts_per_rank for that many envs on each rank)")
+    capacity = config.replay_capacity // world_size
+    starts = rank_learning_starts(config, world_size)
+    if capacity < starts:
+        raise ConfigError(f"--replay_capacity={config.replay_capacity}: split over {world_size} ranks, each rank's "
+                          f"{capacity:,} transitions cannot hold the {starts:,} it needs before learning starts "
+                          f"(--learning_starts={config.learning_starts} over the job, and at least a whole "
+                          f"--batch_size={config.batch_size} on each rank under --rank_scaling=batch)")
+    return config.num_envs // world_size, capacity
+
+
+def rank_learning_starts(config: TrainConfig, world_size: int) -> int:
+    """Transitions each rank's memory holds before it updates. --learning_starts counts over the job (the ranks
+    fill alike), so each rank waits for its share, rounded up; under --rank_scaling=batch a rank draws whole
+    batches from its own memory, so it also waits for one --batch_size. With --counts_per_rank (or --elastic)
+    --learning_starts is each rank's own."""
+    if counts_are_per_rank(config):
+        return config.learning_starts
+    share = -(-config.learning_starts // world_size)
+    return max(share, config.batch_size) if config.rank_scaling == "batch" else share
+
+
+def check_world(config: TrainConfig, world_size: int) -> None:
+    """Raises ConfigError if the job's envs, replay memory or (under --rank_scaling=updates) batch do not split
+    over `world_size` ranks; for the trainer and for the commands that start runs at several sizes."""
+    rank_share(config, world_size)
+    if config.rank_scaling == "updates" and config.batch_size % world_size:
+        raise ConfigError(f"--rank_scaling=updates: --batch_size={config.batch_size} (the global batch) must "
+                          f"split evenly over the {world_size} ranks")
+
+
+def job_num_envs_problem(config: TrainConfig, job_num_envs: int, world_sizes, other_flags) -> Optional[str]:
+    """Why the measuring commands' --job_num_envs (the envs of every run's job, at each of `world_sizes`) cannot
+    be used with these runs' `config` and `other_flags`, or None. Only --counts_per_rank needs it: otherwise
+    --num_envs counts over the job already."""
+    if not config.counts_per_rank:
+        return (f"--job_num_envs={job_num_envs}: only with --counts_per_rank (whose --num_envs counts per rank); "
+                f"without it --num_envs={config.num_envs} is the job's envs already")
+    if any(flag.startswith("--num_envs") for flag in other_flags):
+        return f"--job_num_envs={job_num_envs} sets each run's --num_envs; leave --num_envs out of the flags after --"
+    if job_num_envs <= 0 or any(job_num_envs % size for size in world_sizes):
+        return (f"--job_num_envs={job_num_envs}: must be a positive multiple of every worker count "
+                f"({', '.join(map(str, world_sizes))}), so each worker steps as many envs")
+    return None

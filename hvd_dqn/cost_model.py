@@ -28,6 +28,7 @@ from types import SimpleNamespace
 
 from hvd_dqn.benchmark_workers import (BenchmarkError, command_for, parse_workers, resolved_config, run_once,
                                        summarise, write_report)
+from hvd_dqn.config import counts_are_per_rank, job_num_envs_problem
 from hvd_dqn.measure import cost_model
 from hvd_dqn.run import distributed
 
@@ -37,10 +38,10 @@ PAPER_ENV_STEPS = 50_000_000  # Dopamine's and the Nature paper's budget: 200M f
 
 def job_num_envs(config, workers: int, given) -> int:
     """The envs of the whole job at `workers` workers: --job_num_envs when given; otherwise --num_envs counts
-    the job's under `updates` and each rank's under `batch`."""
+    the job's, or each rank's with --counts_per_rank."""
     if given:
         return given
-    return config.num_envs if config.rank_scaling == "updates" else config.num_envs * workers
+    return config.num_envs * workers if counts_are_per_rank(config) else config.num_envs
 
 
 def shapes_for(config, workers_list, given_job_envs):
@@ -247,7 +248,7 @@ def main(argv=None) -> int:
     parser.add_argument("--flagfile", required=True, help="The preset the model is for.")
     parser.add_argument("--workers", default="1,2", help="Worker counts to predict (and validate), comma-separated.")
     parser.add_argument("--job_num_envs", type=int, default=None,
-                        help="With --rank_scaling=batch: the envs of the whole job, split over the workers.")
+                        help="With --counts_per_rank: the envs of the whole job, split over the workers.")
     parser.add_argument("--controller", choices=("gloo", "mpi"), default="mpi", help="horovodrun's controller.")
     parser.add_argument("--round_seconds", type=float, default=3.0, help="Seconds per cost measurement round.")
     parser.add_argument("--rounds", type=int, default=3, help="Alternating rounds per cost; medians are used.")
@@ -282,6 +283,10 @@ def main(argv=None) -> int:
             if max(workers_list) > cores:
                 raise BenchmarkError(f"--workers={args.workers}: one core per worker needs {max(workers_list)} "
                                      f"cores; this machine has {cores} (--paper predicts beyond it)")
+            problem = args.job_num_envs is not None and job_num_envs_problem(config, args.job_num_envs, workers_list,
+                                                                              train_flags)
+            if problem:
+                raise BenchmarkError(problem)
             study = load_study(args.study) if args.study else None
             shapes = shapes_for(config, workers_list, args.job_num_envs)
             costs = measure_costs(args, config, shapes, train_flags)

@@ -17,8 +17,8 @@ _DEFAULTS = TrainConfig()
 # name -> help text (with units). The flag's type follows the default's type in TrainConfig.
 _HELP = {
     "env_id": "Gymnasium environment id, e.g. CartPole-v1.",
-    "num_envs": "Environments per rank, stepped together as one vectorised env; with --rank_scaling=updates, the "
-                "job's environments, split evenly over the ranks.",
+    "num_envs": "Environments of the job, split evenly over the ranks (each rank steps its share as one "
+                "vectorised env); with --counts_per_rank or --elastic, each rank's own.",
     "seed": "Base random seed; rank r seeds its environments and exploration with seed + r.",
     "repeat_action_probability": "Atari: probability that the emulator repeats the previous action (sticky actions; "
                                  "0.25 in the current ALE protocol, Machado et al. 2018).",
@@ -32,7 +32,9 @@ _HELP = {
                              "and reported scores still run to game over.",
     "clip_rewards": "Learn from sign(reward) (Mnih et al. 2015); reported returns stay the raw game score.",
     "total_env_steps": "Length of training in env steps, summed over all envs of all ranks.",
-    "learning_starts": "Transitions each rank's replay memory holds before updates begin (per rank).",
+    "learning_starts": "Transitions the job's replay memories hold before updates begin: each rank waits for its "
+                       "share (and, under --rank_scaling=batch, for one --batch_size); with --counts_per_rank or "
+                       "--elastic, each rank's own.",
     "train_frequency": "Env steps per rank between two gradient updates (the replay ratio is "
                        "batch_size / train_frequency samples per env step, independent of the rank count).",
     "target_update_period": "Gradient updates between two copies of the online network into the target network.",
@@ -48,9 +50,10 @@ _HELP = {
                         "fixed epsilon_i = base^(1 + alpha * i / (N - 1)) instead of following the schedule.",
     "apex_epsilon_base": "Ape-X exploration: the base epsilon (0.4 in Ape-X).",
     "apex_alpha": "Ape-X exploration: how fast epsilon falls across the envs (7 in Ape-X).",
-    "replay_capacity": "Transitions each rank's replay memory holds (per rank; with --rank_scaling=updates, over "
-                       "all ranks, split evenly); the oldest are overwritten.",
-    "batch_size": "Transitions per rank per update; the effective batch is batch_size x ranks.",
+    "replay_capacity": "Transitions the job's replay memories hold, split evenly over the ranks (with "
+                       "--counts_per_rank or --elastic, each rank's own); the oldest are overwritten.",
+    "batch_size": "Transitions per rank per update under --rank_scaling=batch (the global batch is batch_size x "
+                  "ranks); the global batch, split over the ranks, under updates.",
     "prioritized_replay": "Proportional prioritised replay (Schaul et al. 2016): transitions drawn in proportion "
                           "to |TD error|^alpha, losses weighted by importance sampling; per rank.",
     "priority_alpha": "Prioritised replay: how strongly priorities skew sampling (0 uniform, 1 fully; Schaul: 0.6).",
@@ -81,18 +84,19 @@ _HELP = {
     "rmsprop_epsilon": "RMSprop: added to the square root of the second moment, as PyTorch's RMSprop does "
                        "(MinAtar: 0.01); Keras' own RMSprop adds it inside the root instead.",
     "rmsprop_centered": "RMSprop: centred (divide by the gradient's estimated standard deviation, not its RMS).",
-    "rank_scaling": "How N ranks share the updates. updates (default): the job updates every --train_frequency "
-                    "env steps summed over ranks, each rank adding --batch_size / N transitions, learning starts "
-                    "once the ranks hold --learning_starts transitions together, and --num_envs and "
-                    "--replay_capacity are split over the ranks: one rank's algorithm (updates per env step, "
-                    "global batch, start, envs and memory), whatever N. batch: each rank updates every "
-                    "--train_frequency of its own env steps on --batch_size of its own transitions (N times "
-                    "fewer updates per env step, an N times larger global batch; pair it with "
-                    "--scale_lr_by_workers --scale_schedules_by_workers); needed by --elastic.",
+    "rank_scaling": "How N ranks share the updates. batch (default): each rank updates every --train_frequency "
+                    "of its own env steps on --batch_size of its own transitions: N times fewer updates per env "
+                    "step, each with an N times larger global batch, so the step size is scaled by N and the "
+                    "schedules counted in updates divided by N (--scale_lr_by_workers, "
+                    "--scale_schedules_by_workers, both on); 2 workers solved CartPole in 0.70x one worker's "
+                    "time at 1.00x its env steps. updates: the job updates every --train_frequency env steps "
+                    "summed over ranks, each rank adding --batch_size / N transitions: one rank's updates and "
+                    "batch at any N (1.15x the time on CartPole: each update waits for a sync). --elastic needs "
+                    "batch.",
     "lr_scale_rule": "With --scale_lr_by_workers: linear (the rate times N, Goyal et al. 2017) or sqrt (times "
                      "sqrt(N), Krizhevsky 2014; Hoffer et al. 2017).",
-    "scale_lr_by_workers": "Multiply the learning rate by the number of ranks (the effective batch grows "
-                           "with them; Goyal et al. 2017).",
+    "scale_lr_by_workers": "Under --rank_scaling=batch: multiply the learning rate by the number of ranks (the "
+                           "global batch grows with them; Goyal et al. 2017). No effect under updates.",
     "lr_warmup_updates": "Updates over which a scaled learning rate ramps up linearly from the base value; 0: none.",
     "learning_rate_end": "Decay the step size linearly from --learning_rate to this value over --lr_decay_updates "
                          "updates, then keep it (both times the rank scale of --scale_lr_by_workers); unset: "
@@ -101,7 +105,11 @@ _HELP = {
     "scale_schedules_by_workers": "With --rank_scaling=batch and N ranks: divide --target_update_period, "
                                   "--lr_warmup_updates and --lr_decay_updates by N (rounded, at least 1), so each "
                                   "spans the env steps it spans at one rank although N ranks make N times fewer "
-                                  "updates per env step (Goyal et al. 2017 keep schedules in epochs alike).",
+                                  "updates per env step (Goyal et al. 2017 keep schedules in epochs alike). No "
+                                  "effect under updates or --elastic (whose N changes while a schedule runs).",
+    "counts_per_rank": "--num_envs, --replay_capacity and --learning_starts count per rank instead of over the job "
+                       "(N ranks then run N times the envs and memory; always so under --elastic). Runs written "
+                       "before these counted over the job under --rank_scaling=batch resume with it set.",
     "logdir": "Folder for checkpoints, metrics.csv, TensorBoard events and config.json (written by rank 0).",
     "log_interval_env_steps": "Env steps (summed over ranks) between two progress lines / metrics rows.",
     "eval_interval_env_steps": "Env steps (summed over ranks) between greedy evaluations during training; 0: never.",

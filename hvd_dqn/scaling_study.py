@@ -4,7 +4,7 @@ how many env steps each run needed to reach a target return, and the return at a
     .venv/bin/python -m hvd_dqn.scaling_study --flagfile=configs/cartpole.flags --ranks=1,2,4,8 --seeds=0,1,2,3,4 \
         --target=475 --budget_env_steps=100000 --workdir=runs/scaling_cartpole --out=results/scaling/cartpole
     ... -- --learning_rate=0.0005          # flags after "--" go to every run of hvd_dqn.train
-    ... --job_num_envs=8 -- --rank_scaling=batch   # 8 envs in every job: --num_envs=8/ranks per rank
+    ... --job_num_envs=8 -- --counts_per_rank    # per-rank counts, 8 envs in every job: --num_envs=8/ranks
 
 "Reached the target" means what gymnasium means by solving CartPole-v1: the mean return of --window (100)
 consecutive training episodes, as they were played (ordered by the env step at which they ended, over all
@@ -37,6 +37,7 @@ import json
 import os
 import sys
 
+from hvd_dqn.config import ConfigError, check_world, job_num_envs_problem
 from hvd_dqn.measure.study_report import (StudyError, draw, env_steps_to_target, final_return, read_run, summarise,
                                           wall_s_to_target)
 from hvd_dqn.measure.study_runs import (PROGRAM, REPO, finished_env_steps, keep_evidence, kept_evidence,
@@ -81,8 +82,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True, help="Writes OUT.json and OUT.png.")
     parser.add_argument("--job_num_envs", type=int, default=None,
                         help="Envs of the whole job, the same for every rank count: each run gets --num_envs="
-                             "JOB_NUM_ENVS/ranks (for --rank_scaling=batch, whose --num_envs counts per rank; "
-                             "under --rank_scaling=updates the preset's --num_envs is the job's already).")
+                             "JOB_NUM_ENVS/ranks (only with --counts_per_rank, whose --num_envs counts per rank; "
+                             "otherwise the preset's --num_envs is the job's already).")
     parser.add_argument("--cores_per_rank", type=int, default=0,
                         help="Time mode: every rank of every run, the one-rank baseline included, bound to this "
                              "many cores of its own (hvd_dqn.train --cores_per_rank), so that wall time to the "
@@ -112,18 +113,14 @@ def main(argv=None) -> int:
             raise StudyError(f"--cores_per_rank={args.cores_per_rank}: {max(ranks_list)} ranks need "
                              f"{max(ranks_list) * args.cores_per_rank} cores and this machine has {cores_here}; "
                              "wall time compares worker for worker only with a core (or more) for each")
-        if args.job_num_envs is not None:
-            if config.rank_scaling != "batch":
-                raise StudyError(f"--job_num_envs={args.job_num_envs}: only for --rank_scaling=batch, whose "
-                                 f"--num_envs counts per rank; under --rank_scaling={config.rank_scaling} the "
-                                 f"preset's --num_envs={config.num_envs} is the job's already")
-            if any(flag.startswith("--num_envs") for flag in extra):
-                raise StudyError(f"--job_num_envs={args.job_num_envs} sets each run's --num_envs; leave --num_envs "
-                                 "out of the flags after --")
-            for ranks in ranks_list:
-                if args.job_num_envs <= 0 or args.job_num_envs % ranks:
-                    raise StudyError(f"--job_num_envs={args.job_num_envs}: must be a positive multiple of every "
-                                     f"rank count (not of {ranks}), so each rank steps as many envs")
+        problem = args.job_num_envs is not None and job_num_envs_problem(config, args.job_num_envs, ranks_list, extra)
+        if problem:
+            raise StudyError(problem)
+        for ranks in ranks_list:
+            try:
+                check_world(config, ranks)
+            except ConfigError as error:
+                raise StudyError(f"--ranks={args.ranks}: {error}") from None
         out_folder = os.path.dirname(os.path.abspath(args.out))
         if not os.path.isdir(out_folder):
             raise StudyError(f"--out={args.out}: folder {out_folder} does not exist")

@@ -109,9 +109,12 @@ def test_worker_scaling_times_one_and_two_bound_workers_in_turns(tmp_path):
     (["--workers=1,{more}"], "--workers=1,{more} with --cores_per_rank=1 needs {more} cores; this machine has {cores}"),
     (["--", "--logdir=x"], "--cores_per_rank, --logdir and --total_env_steps are the benchmark's to set; leave them "
                            "out of the flags after --"),
-    (["--", "--batch_size=127"], "--workers=1,2: under --rank_scaling=updates --num_envs=8 and --batch_size=127 must "
-                                 "split evenly over 2 workers"),
-    (["--job_num_envs=8"], "--job_num_envs=8: only under --rank_scaling=batch, and without --num_envs after --"),
+    (["--", "--rank_scaling=updates", "--batch_size=127"],
+     "--workers=1,2: --rank_scaling=updates: --batch_size=127 (the global batch) must split evenly over the 2 ranks"),
+    (["--", "--num_envs=3"], "--workers=1,2: --num_envs=3 (the job's envs) must split evenly over the 2 ranks (or add "
+                             "--counts_per_rank for that many envs on each rank)"),
+    (["--job_num_envs=8"], "--job_num_envs=8: only with --counts_per_rank (whose --num_envs counts per rank); without "
+                           "it --num_envs=8 is the job's envs already"),
     (["--", "--num_envz=3"], "the runs' flags: Unknown command line flag 'num_envz'. Did you mean: num_envs ?"),
 ])
 def test_bad_worker_scaling_arguments_are_one_line(tmp_path, arguments, message):

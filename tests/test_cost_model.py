@@ -82,16 +82,16 @@ def test_the_command_measures_predicts_and_validates_on_cartpole(tmp_path):
         "--learning_starts=400"], timeout=900)
     report = json.loads(report_path.read_text())
     costs = report["costs"]
-    # The shapes 1 and 2 workers give a rank under the default --rank_scaling=updates: 8 and 4 envs, batch
-    # 128 and 64; the allreduce only where there is more than one worker.
-    assert set(costs["act_s"]) == {"4", "8"} and set(costs["learn_s"]) == {"64", "128"}
+    # The shapes 1 and 2 workers give a rank under the default --rank_scaling=batch: 8 and 4 envs (the job's 8
+    # split), a whole batch of 128 each; the allreduce only where there is more than one worker.
+    assert set(costs["act_s"]) == {"4", "8"} and set(costs["learn_s"]) == {"128"}
     assert all(value > 0 for value in [*costs["act_s"].values(), *costs["learn_s"].values(), costs["sync_s"]["2"]])
     assert costs["sync_s"]["1"] == 0.0
     for workers in ("1", "2"):
         row = report["predictions"][workers]
         assert row["predicted_env_steps_per_s"] > 0 and row["measured_env_steps_per_s"] > 0
         assert row["error"] == round(row["predicted_env_steps_per_s"] / row["measured_env_steps_per_s"] - 1, 3)
-    assert "2 worker(s): e=4 b=64 F_r=1" in result.stdout and "measured" in result.stdout
+    assert "2 worker(s): e=4 b=128 F_r=2" in result.stdout and "measured" in result.stdout
 
 
 def test_the_paper_table_prints_every_assumption(tmp_path):
@@ -108,7 +108,7 @@ def test_the_paper_table_prints_every_assumption(tmp_path):
     (["--workers=0"], "--workers=0: must list distinct positive worker counts, e.g. 1,2"),
     (["--workers=1,{more}"], "--workers=1,{more}: one core per worker needs {more} cores; this machine has {cores} "
                              "(--paper predicts beyond it)"),
-    (["--", "--batch_size=127"], "--batch_size=127 does not split evenly over 2 workers"),
+    (["--", "--rank_scaling=updates", "--batch_size=127"], "--batch_size=127 does not split evenly over 2 workers"),
     (["--rounds=0"], "--round_seconds, --rounds, --validate_rounds and --measure_env_steps must be positive"),
     (["--study=/nonexistent/study.json"], "--study=/nonexistent/study.json: cannot read it"),
 ])

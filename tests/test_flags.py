@@ -35,11 +35,8 @@ def _error_line(result):
      "--pipeline_sync_updates=4"),
     (["--pipeline_sync_updates=0"], "hvd_dqn.train: error: --pipeline_sync_updates=0: must be a positive integer"),
     (["--elastic", "--rank_scaling=updates"], "hvd_dqn.train: error: --rank_scaling=updates: splits the job's "
-                                              "--num_envs, --replay_capacity and --batch_size over a fixed number"),
-    # updates is the default, so --elastic alone must name the mode it needs.
-    (["--elastic"], "hvd_dqn.train: error: --rank_scaling=updates: splits the job's --num_envs, --replay_capacity "
-                    "and --batch_size over a fixed number of ranks, which --elastic does not have; add "
-                    "--rank_scaling=batch (the mode --elastic runs in)"),
+                                              "--batch_size over a fixed number of ranks, which --elastic does not "
+                                              "have; add --rank_scaling=batch (the default, which --elastic runs in)"),
 ])
 def test_bad_flag_gives_one_clear_line(tmp_path, flags, expected):
     line = _error_line(python_module("hvd_dqn.train", [f"--logdir={tmp_path}"] + flags, timeout=120, check=False))
@@ -101,23 +98,47 @@ def test_resume_with_another_network_is_refused(tmp_path):
 
 
 def test_resume_in_the_other_rank_scaling_mode_is_refused(tmp_path):
-    """A run begun before `updates` became the default, resumed without --rank_scaling=batch, would change
-    what each rank's envs and memory are mid-run; it is refused with the setting to add."""
+    """A run begun while `updates` was the default, resumed without --rank_scaling=updates, would change what
+    each rank's updates are mid-run; it is refused with the setting to add."""
     from hvd_dqn.logdir import checkpoint
 
-    saved = TrainConfig(logdir=str(tmp_path), rank_scaling="batch")
+    saved = TrainConfig(logdir=str(tmp_path), rank_scaling="updates")
     checkpoint.save(str(tmp_path), {}, {"env_steps": 100, "episodes": 1, "updates": 1}, saved.to_json(), keep=1)
     result = python_module("hvd_dqn.train", [f"--logdir={tmp_path}", "--resume"], timeout=120, check=False)
-    assert _error_line(result).endswith("was written with --rank_scaling='batch' (this run: 'updates'); use "
+    assert _error_line(result).endswith("was written with --rank_scaling='updates' (this run: 'batch'); use "
                                         "another --logdir or the same settings")
 
 
-def test_a_config_written_before_rank_scaling_existed_reads_as_batch():
-    """Before --rank_scaling, each rank updated on its own envs and memory: that is `batch`, not the default."""
-    written = TrainConfig(rank_scaling="batch").to_json().replace('  "rank_scaling": "batch",\n', "")
-    assert "rank_scaling" not in written
-    assert TrainConfig.from_json(written).rank_scaling == "batch" and TrainConfig().rank_scaling == "updates"
-    assert TrainConfig.from_json(TrainConfig().to_json()).rank_scaling == "updates"
+def test_resume_of_a_batch_run_with_per_rank_counts_needs_counts_per_rank(tmp_path):
+    """A `batch` run written before --counts_per_rank existed had each rank's own envs and memory: its
+    config.json reads as --counts_per_rank, and a resume without the flag is refused naming it."""
+    from hvd_dqn.logdir import checkpoint
+
+    written = TrainConfig(logdir=str(tmp_path)).to_json().replace('  "counts_per_rank": false,\n', "")
+    assert "counts_per_rank" not in written
+    checkpoint.save(str(tmp_path), {}, {"env_steps": 100, "episodes": 1, "updates": 1}, written, keep=1)
+    result = python_module("hvd_dqn.train", [f"--logdir={tmp_path}", "--resume"], timeout=120, check=False)
+    assert _error_line(result).endswith("was written with --counts_per_rank=True (this run: False); use "
+                                        "another --logdir or the same settings")
+
+
+def test_configs_written_before_the_defaults_changed_keep_their_meaning():
+    """Before --rank_scaling, each rank updated on its own envs and memory: that is `batch` with per-rank
+    counts; before issue 31 the scaling rules were off unless written, and batch counted per rank."""
+    fields = ("rank_scaling", "counts_per_rank", "scale_lr_by_workers", "scale_schedules_by_workers")
+    assert tuple(getattr(TrainConfig(), name) for name in fields) == ("batch", False, True, True)
+    assert TrainConfig.from_json(TrainConfig().to_json()) == TrainConfig()
+
+    def written_without(config, *names):
+        text = config.to_json()
+        for name in names:
+            text = "\n".join(line for line in text.splitlines() if f'"{name}"' not in line)
+        return TrainConfig.from_json(text.replace(",\n}", "\n}"))
+
+    oldest = written_without(TrainConfig(), *fields)
+    assert tuple(getattr(oldest, name) for name in fields) == ("batch", True, False, False)
+    updates = written_without(TrainConfig(rank_scaling="updates"), *fields[1:])
+    assert tuple(getattr(updates, name) for name in fields) == ("updates", False, False, False)
 
 
 def _preset(name):
@@ -147,23 +168,22 @@ def test_atari_presets_follow_the_published_protocol(name, env_id):
 
 
 def test_each_preset_says_how_its_ranks_share_the_updates(tmp_path):
-    """The Atari presets scale over ranks with bigger batches, the linear rule and schedules on one rank's
-    clock; the rest keep one rank's algorithm (the default). The elastic command in docs/resume.md must validate."""
-    for name in ("pong.flags", "breakout.flags", "pong_rainbow_lite.flags"):
-        config = _preset(name)
+    """Every preset scales over ranks with bigger batches, the linear rule and schedules on one rank's clock
+    (the default, chosen by time to a score); the long Atari presets and the smoke run keep each rank's own envs
+    and memory, the rest split the job's. The elastic command in docs/resume.md must validate."""
+    per_rank = ("pong.flags", "breakout.flags", "pong_rainbow_lite.flags", "atari_smoke.flags")
+    for path in sorted((REPO / "configs").glob("*.flags")):
+        config = _preset(path.name)
         assert (config.rank_scaling, config.scale_lr_by_workers, config.lr_scale_rule,
-                config.scale_schedules_by_workers) == ("batch", True, "linear", True), name
-    assert _preset("atari_smoke.flags").rank_scaling == "batch"  # its per-rank units and Ape-X epsilons
-    for name in ("cartpole.flags", "minatar.flags", "breakout_dopamine.flags", "breakout_best.flags"):
-        assert _preset(name).rank_scaling == "updates", name
+                config.scale_schedules_by_workers) == ("batch", True, "linear", True), path.name
+        assert config.counts_per_rank == (path.name in per_rank), path.name
     from absl import flags
 
     from hvd_dqn.flags import config_from_flags, define_flags
 
     flag_values = flags.FlagValues()
     define_flags(flag_values)
-    flag_values(["hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'pong.flags'}", "--elastic",
-                 "--noscale_schedules_by_workers", f"--logdir={tmp_path}"])
+    flag_values(["hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'pong.flags'}", "--elastic", f"--logdir={tmp_path}"])
     assert config_from_flags(flag_values).elastic
 
 
@@ -212,17 +232,6 @@ def test_variants_are_off_by_default_and_on_in_the_rainbow_lite_preset():
      "--learning_rate_end=0.0001: needs --lr_decay_updates > 0 (the updates over which the step size decays to it)"),
     (["--lr_decay_updates=5000"], "--lr_decay_updates=5000: needs --learning_rate_end (the step size to decay to)"),
     (["--learning_rate_end=-1", "--lr_decay_updates=5"], "--learning_rate_end=-1.0: must be a number >= 0"),
-    (["--rank_scaling=updates", "--scale_lr_by_workers"],
-     "--rank_scaling=updates: keeps the global batch at --batch_size for any number of ranks, so "
-     "--scale_lr_by_workers (a rule for a batch that grows with the ranks) does not apply; add "
-     "--noscale_lr_by_workers"),
-    (["--rank_scaling=updates", "--scale_schedules_by_workers"],
-     "--rank_scaling=updates: makes one rank's updates per env step whatever the number of ranks, so "
-     "--scale_schedules_by_workers (for the N times fewer updates of --rank_scaling=batch) does not apply; add "
-     "--noscale_schedules_by_workers"),
-    (["--rank_scaling=batch", "--scale_schedules_by_workers", "--elastic"],
-     "--scale_schedules_by_workers=True: divides the schedules by a fixed number of ranks, which --elastic does "
-     "not have; add --noscale_schedules_by_workers"),
     (["--optimizer=sgd"], "--optimizer=sgd: must be one of adam, rmsprop"),
     (["--epsilon_decay_start_env_steps=-5"], "--epsilon_decay_start_env_steps=-5: must be an integer >= 0"),
     (["--priority_alpha=1.5"], "--priority_alpha=1.5: must be in [0, 1]"),

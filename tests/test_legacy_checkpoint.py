@@ -13,9 +13,9 @@ from conftest import python_module
 
 LEGACY_RUN = pathlib.Path(__file__).parent / "data" / "tf2.15_cartpole"
 LEGACY_CHECKPOINT = LEGACY_RUN / "checkpoints" / "ckpt-000000003000"
-# The flags of the run that wrote it (under --rank_scaling=batch, the default then); --total_env_steps and
-# --checkpoint_interval_env_steps go on from there.
-LEGACY_FLAGS = ["--rank_scaling=batch", "--env_id=CartPole-v1", "--num_envs=2", "--hidden_sizes=32,32", "--learning_starts=500",
+# The flags of the run that wrote it (under --rank_scaling=batch, the default then, whose counts were per rank:
+# its config.json reads as --counts_per_rank); --total_env_steps and --checkpoint_interval_env_steps go on from there.
+LEGACY_FLAGS = ["--rank_scaling=batch", "--counts_per_rank", "--env_id=CartPole-v1", "--num_envs=2", "--hidden_sizes=32,32", "--learning_starts=500",
                 "--train_frequency=2", "--batch_size=32", "--replay_capacity=4000", "--checkpoint_replay",
                 "--eval_interval_env_steps=0", "--log_interval_env_steps=1000", "--seed=7"]
 

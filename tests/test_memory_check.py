@@ -82,13 +82,13 @@ def _one_host(monkeypatch, available, ranks_on_host=1):
 
 def test_a_job_that_does_not_fit_is_refused_naming_the_flag_the_bytes_and_the_remedies(monkeypatch):
     world = _one_host(monkeypatch, 24 * 2**30, ranks_on_host=4)
-    config = TrainConfig(rank_scaling="batch", replay_capacity=1_000_000)
+    config = TrainConfig(counts_per_rank=True, replay_capacity=1_000_000)
     with pytest.raises(ConfigError) as refused:
         memory_check.check_replay_fits(config, ATARI, 4, 1_000_000, world)
     assert str(refused.value) == (
         "--replay_capacity=1000000: the replay memories need 30.3 GiB on node1 (4 rank(s) x (6.6 GiB of replay + "
         "1 GiB for TensorFlow and the emulators)) and 24.0 GiB is available (MemAvailable); use fewer ranks per "
-        "host, --rank_scaling=updates (which splits --replay_capacity over the ranks) or a smaller "
+        "host, --nocounts_per_rank (which splits --replay_capacity over the ranks) or a smaller "
         "--replay_capacity")
 
 
@@ -96,7 +96,7 @@ def test_a_job_near_the_limit_is_warned_about(monkeypatch):
     world = _one_host(monkeypatch, 9 * 2**30, ranks_on_host=1)
     warnings = []
     monkeypatch.setattr(memory_check.logging, "warning", lambda text, *args: warnings.append(text % args))
-    config = dataclasses.replace(TrainConfig(), replay_capacity=1_000_000)  # updates: no --rank_scaling remedy
+    config = dataclasses.replace(TrainConfig(), replay_capacity=1_000_000)  # split already: no such remedy
     memory_check.check_replay_fits(config, ATARI, 4, 1_000_000, world)  # 7.6 of 9 GiB
     memory_check.check_replay_fits(config, ATARI, 4, 100_000, world)  # 1.7 of 9 GiB: nothing said
     assert warnings == ["memory is tight (above 80% of what is available): --replay_capacity=1000000: the replay "
@@ -118,18 +118,18 @@ def test_training_that_cannot_fit_stops_at_start_up_with_one_line(tmp_path):
 
 
 def test_under_horovodrun_the_ranks_on_a_host_are_counted_and_rank_0_alone_reports(tmp_path):
-    """Two ranks of half a terabyte each (CartPole's vectors, --rank_scaling=batch): refused before either
+    """Two ranks of half a terabyte each (CartPole's vectors, --counts_per_rank): refused before either
     allocates, in one line from rank 0 that counts both ranks and offers the mode that splits the memory."""
     from conftest import PYTHON, horovodrun
 
     result = horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-                            "--rank_scaling=batch", "--replay_capacity=10000000000", f"--logdir={tmp_path}"],
+                            "--counts_per_rank", "--replay_capacity=10000000000", f"--logdir={tmp_path}"],
                         timeout=300, check=False)
     output = result.stdout + result.stderr
     reports = [line for line in output.splitlines() if "error: --replay_capacity=10000000000: " in line]
     assert result.returncode != 0 and len(reports) == 1 and reports[0].startswith("[0]"), output[-3000:]
     assert " GiB on " in reports[0] and "(2 rank(s) x (" in reports[0], reports[0]
-    assert reports[0].endswith("use fewer ranks per host, --rank_scaling=updates (which splits --replay_capacity "
+    assert reports[0].endswith("use fewer ranks per host, --nocounts_per_rank (which splits --replay_capacity "
                                "over the ranks) or a smaller --replay_capacity"), reports[0]
     # horovodrun adds its own report of the failed job; the ranks print no traceback and allocate nothing.
     assert not [line for line in output.splitlines() if line.startswith(("[0]", "[1]")) and "Traceback" in line]

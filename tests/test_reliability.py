@@ -18,8 +18,10 @@ from conftest import (PYTHON, REPO, _horovodrun, episodes_without_wall_time, hor
                       subprocess_env, wall_seconds)
 
 # The update counts below assume one update per env step of each rank, from 1,000 transitions per rank:
-# pinned here, so they do not move with the preset's tuning. No stop rule: every job runs to its budget.
+# pinned here (each rank's own envs and memory, no scaling rules), so they do not move with the preset or
+# the defaults. No stop rule: every job runs to its budget.
 CARTPOLE = [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--eval_interval_env_steps=0", "--rank_scaling=batch",
+            "--counts_per_rank", "--noscale_lr_by_workers", "--noscale_schedules_by_workers",
             "--num_envs=4", "--train_frequency=1", "--batch_size=64", "--stop_at_train_return=inf"]
 
 

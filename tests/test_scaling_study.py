@@ -177,11 +177,13 @@ def test_evidence_kept_before_the_flags_digest_is_matched_through_the_presets_hi
     (["--flagfile=/nonexistent.flags"], "--flagfile=/nonexistent.flags: no such file"),
     (["--", "--lr_scale_rule=cube"], "the runs' flags: --lr_scale_rule=cube: must be one of linear, sqrt"),
     (["--", "--num_envz=4"], "the runs' flags: Unknown command line flag 'num_envz'. Did you mean: num_envs ?"),
-    (["--job_num_envs=8"], "--job_num_envs=8: only for --rank_scaling=batch, whose --num_envs counts per rank; "
-                           "under --rank_scaling=updates the preset's --num_envs=8 is the job's already"),
-    (["--ranks=1,3", "--job_num_envs=8", "--", "--rank_scaling=batch"],
-     "--job_num_envs=8: must be a positive multiple of every rank count (not of 3), so each rank steps as many envs"),
-    (["--job_num_envs=8", "--", "--rank_scaling=batch", "--num_envs=2"],
+    (["--job_num_envs=8"], "--job_num_envs=8: only with --counts_per_rank (whose --num_envs counts per rank); "
+                           "without it --num_envs=8 is the job's envs already"),
+    (["--ranks=1,3", "--job_num_envs=8", "--", "--counts_per_rank"],
+     "--job_num_envs=8: must be a positive multiple of every worker count (1, 3), so each worker steps as many envs"),
+    (["--ranks=1,3"], "--ranks=1,3: --num_envs=8 (the job's envs) must split evenly over the 3 ranks (or add "
+                      "--counts_per_rank for that many envs on each rank)"),
+    (["--job_num_envs=8", "--", "--counts_per_rank", "--num_envs=2"],
      "--job_num_envs=8 sets each run's --num_envs; leave --num_envs out of the flags after --"),
 ])
 def test_bad_study_arguments_are_named_in_one_line(tmp_path, arguments, message):
@@ -191,19 +193,19 @@ def test_bad_study_arguments_are_named_in_one_line(tmp_path, arguments, message)
     assert result.returncode == 2 and result.stderr.strip() == f"hvd_dqn.scaling_study: error: {message}"
 
 
-def test_job_num_envs_gives_every_rank_count_the_same_envs_under_batch_scaling(tmp_path):
-    """--rank_scaling=batch counts --num_envs per rank: --job_num_envs=4 at 2 ranks trains 2 envs per rank."""
+def test_job_num_envs_gives_every_rank_count_the_same_envs_with_per_rank_counts(tmp_path):
+    """--counts_per_rank counts --num_envs per rank: --job_num_envs=4 at 2 ranks trains 2 envs per rank."""
     out = tmp_path / "batch"
     command = [PYTHON, "-m", "hvd_dqn.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                "--ranks=2", "--seeds=0", "--target=30", "--window=10", "--budget_env_steps=1200",
                f"--workdir={tmp_path / 'runs'}", f"--out={out}", "--job_num_envs=4", "--",
-               "--rank_scaling=batch", "--learning_starts=300", "--batch_size=32", "--log_interval_env_steps=600"]
+               "--counts_per_rank", "--learning_starts=300", "--batch_size=32", "--log_interval_env_steps=600"]
     run(command, timeout=600)
     study = json.loads((tmp_path / "batch.json").read_text())
-    assert study["job_num_envs"] == 4 and study["extra_flags"][0] == "--rank_scaling=batch"
+    assert study["job_num_envs"] == 4 and study["extra_flags"][0] == "--counts_per_rank"
     [record] = study["runs"]
     config = json.loads((tmp_path / record["evidence"] / "config.json").read_text())
-    assert (config["num_envs"], config["rank_scaling"]) == (2, "batch")
+    assert (config["num_envs"], config["counts_per_rank"]) == (2, True)
     assert json.loads((tmp_path / record["evidence"] / "run.json").read_text())["job_num_envs"] == 4
     # Evidence made with another number of envs in the job is not mixed in.
     command[command.index("--job_num_envs=4")] = "--job_num_envs=2"

@@ -84,7 +84,8 @@ def test_scaled_schedules_span_one_ranks_env_steps_under_batch_scaling(ranks, ex
 
 
 def test_schedules_stay_as_given_without_the_flag_or_a_warmup():
-    config = TrainConfig(rank_scaling="batch", target_update_period=250, lr_decay_updates=25000)
+    config = TrainConfig(rank_scaling="batch", scale_schedules_by_workers=False, target_update_period=250,
+                         lr_decay_updates=25000)
     assert update_counted_schedules(config, 4) == UpdateCountedSchedules(250, 0, 25000)
     scaled = TrainConfig(rank_scaling="batch", scale_schedules_by_workers=True, target_update_period=250)
     assert update_counted_schedules(scaled, 4).lr_warmup_updates == 0  # no warm-up stays none

@@ -31,7 +31,7 @@ def test_two_spark_tasks_train_with_equal_replicas_and_the_checkpoint_evaluates(
                            timeout=600)
     episodes = len((logdir / "episodes.csv").read_text().strip().splitlines()) - 1
     assert result.stdout.strip().splitlines()[-1] == (
-        f"hvd_dqn.spark_train: trained 3,000 env steps, 1,004 updates, {episodes:,} episodes in 2 Spark tasks; "
+        f"hvd_dqn.spark_train: trained 3,000 env steps, 502 updates, {episodes:,} episodes in 2 Spark tasks; "
         f"logdir {logdir}")
     saved = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
     assert saved["env_steps"] == 3000 and saved["world_size"] == 2
@@ -62,7 +62,8 @@ def test_executors_without_horovod_are_one_line(tmp_path):
 @pytest.mark.parametrize("arguments, message", [
     (["--num_proc=0"], "--num_proc=0: must be a positive integer"),
     (["--batch_size=0"], "--batch_size=0: must be a positive integer"),
-    (["--num_proc=3"], "--rank_scaling=updates: --num_envs=8 (the job's envs) must split evenly over the 3 ranks"),
+    (["--num_proc=3"], "--num_envs=8 (the job's envs) must split evenly over the 3 ranks (or add --counts_per_rank for that many "
+                     "envs on each rank)"),
 ])
 def test_bad_flags_are_one_line(tmp_path, arguments, message):
     result = python_module("hvd_dqn.spark_train", [*TRAIN, f"--logdir={tmp_path / 'run'}", *arguments], timeout=300,

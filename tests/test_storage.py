@@ -151,7 +151,8 @@ def test_missing_bucket_run_or_credentials_are_one_line(stored_run, tmp_path):
 # Two ranks, one update per env step of each rank from 1,000 transitions per rank, no stop rule (as in
 # test_reliability.py, so the counts below do not move with the preset's tuning).
 TRAIN_TO_STORE = [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-                  "--eval_interval_env_steps=0", "--rank_scaling=batch", "--num_envs=4", "--train_frequency=1",
+                  "--eval_interval_env_steps=0", "--rank_scaling=batch", "--counts_per_rank", "--noscale_lr_by_workers",
+                  "--noscale_schedules_by_workers", "--num_envs=4", "--train_frequency=1",
                   "--batch_size=64", "--stop_at_train_return=inf", "--checkpoint_replay", "--prioritized_replay",
                   "--checkpoint_interval_env_steps=1500", "--log_interval_env_steps=500", "--keep_checkpoints=2"]
 

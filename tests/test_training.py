@@ -70,7 +70,7 @@ def test_scaled_schedules_keep_the_step_size_on_one_ranks_env_step_clock(tmp_pat
     (and the target network is copied every half as many), so at each env step it is where one rank's would be."""
     logdir = tmp_path / "run"
     result = _train(2, logdir, "--total_env_steps=3000", "--rank_scaling=batch", "--scale_schedules_by_workers",
-                    "--learning_rate=0.001", "--learning_rate_end=0.0001", "--lr_decay_updates=600")
+                    "--noscale_lr_by_workers", "--learning_rate=0.001", "--learning_rate_end=0.0001", "--lr_decay_updates=600")
     assert ("--scale_schedules_by_workers, 2 ranks: UpdateCountedSchedules(target_update_period=25, "
             "lr_warmup_updates=0, lr_decay_updates=300)") in result.stderr
     assert "makes 2 times fewer updates per env step" not in result.stderr  # the warning is for unscaled ones
@@ -87,7 +87,8 @@ def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
     logdir = tmp_path / "run"
     # A step size decaying linearly from 1e-3 over 1,000 updates: the resumed half must go on from where the
     # optimizer's update count stopped, not restart the decay.
-    decay = ["--learning_rate=0.001", "--learning_rate_end=0.0001", "--lr_decay_updates=1000"]
+    decay = ["--learning_rate=0.001", "--learning_rate_end=0.0001", "--lr_decay_updates=1000",
+             "--noscale_lr_by_workers", "--noscale_schedules_by_workers"]
     # --auto_resume, the restartable job's one command line: fresh into an empty logdir, resumed after.
     _train(2, logdir, "--total_env_steps=4000", "--auto_resume", *decay)
     halfway = checkpoint.latest_checkpoint(str(logdir))
@@ -116,7 +117,7 @@ def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
     resumed = [row for row in rows if int(row["env_steps"]) > 4000]
     assert [int(row["env_steps"]) for row in rows] == list(range(1000, 8001, 1000))
     # Exploration continues where it stopped instead of restarting at epsilon 1. A row logs the epsilon of the
-    # job's last step: its 2 envs (one per rank, --rank_scaling=updates splitting them) stepped from 2 before.
+    # job's last step: its 2 envs (one per rank, the job's envs split over the ranks) stepped from 2 before.
     schedule = LinearSchedule(1.0, 0.05, 8000)
     for row in resumed:
         assert float(row["epsilon"]) == pytest.approx(schedule(int(row["env_steps"]) - 2), abs=1e-4)
@@ -163,18 +164,17 @@ def test_cartpole_preset_is_solved_within_100k_env_steps(tmp_path):
 
 @pytest.mark.parametrize("rank_scaling", ["batch", "updates"])
 def test_rank_scaling_sets_the_updates_per_env_step_of_two_ranks(tmp_path, rank_scaling):
-    """SHORT_RUN at np 2 (--num_envs=2, --train_frequency=4, --learning_starts=200). batch: each rank steps
-    2 envs, pays for its updates alone and starts at 200 transitions of its own; updates: the job's 2 envs are
-    split (1 per rank), both ranks' steps pay for each update, and the job starts at 200 transitions in all."""
+    """SHORT_RUN at np 2 (--num_envs=2, --train_frequency=4, --learning_starts=200): in both modes the job's
+    2 envs are split (1 per rank) and each rank starts at its 100 of the job's 200 transitions. batch: each rank
+    pays for its updates alone; updates: both ranks' steps pay for each update."""
     _train(2, tmp_path / "run", "--total_env_steps=4000", f"--rank_scaling={rank_scaling}")
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(tmp_path / "run")))
-    ranks, frequency, starts = 2, 4, 200
+    ranks, frequency, starts, envs = 2, 4, 200, 1
     sharing = ranks if rank_scaling == "updates" else 1
-    envs = 2 // sharing  # per rank
-    first_iteration = -(-(-(-starts // sharing)) // envs)  # the iteration whose memories reach the start
+    first_iteration = -(-(starts // ranks) // envs)  # the iteration whose memories reach the start
     iterations = 4000 // (ranks * envs) - first_iteration + 1
     assert final["updates"] == iterations * envs * sharing // frequency
-    assert final["updates"] == {"batch": 450, "updates": 950}[rank_scaling]
+    assert final["updates"] == {"batch": 475, "updates": 950}[rank_scaling]
     digests = final["replica_weight_digests"]
     assert len(digests) == 2 and digests[0] == digests[1]
     with open(tmp_path / "run" / "episodes.csv") as handle:
@@ -183,15 +183,17 @@ def test_rank_scaling_sets_the_updates_per_env_step_of_two_ranks(tmp_path, rank_
 
 
 @pytest.mark.parametrize("flag, message", [
-    ("--batch_size=33", "--batch_size=33 (the global batch) must split evenly over the 2 ranks"),
-    ("--num_envs=3", "--num_envs=3 (the job's envs) must split evenly over the 2 ranks"),
+    ("--batch_size=33", "--rank_scaling=updates: --batch_size=33 (the global batch) must split evenly over the 2 "
+                        "ranks"),
+    ("--num_envs=3", "--num_envs=3 (the job's envs) must split evenly over the 2 ranks (or add --counts_per_rank "
+                     "for that many envs on each rank)"),
 ])
 def test_a_global_batch_or_env_count_that_does_not_split_over_the_ranks_is_named(tmp_path, flag, message):
     result = horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", f"--logdir={tmp_path}", *SHORT_RUN, flag,
                             "--rank_scaling=updates"], timeout=300, check=False)
     assert result.returncode != 0
     lines = (result.stdout + result.stderr).splitlines()
-    reports = [line for line in lines if f"hvd_dqn.train: error: --rank_scaling=updates: {message}" in line]
+    reports = [line for line in lines if f"hvd_dqn.train: error: {message}" in line]
     assert len(reports) == 1 and reports[0].startswith("[0]"), "\n".join(lines)
     # horovodrun adds its own summary of the failed job; the ranks themselves print no traceback.
     assert not [line for line in lines if line.startswith(("[0]", "[1]")) and "Traceback" in line]

@@ -46,6 +46,13 @@ class UpdateCountedSchedules:
     lr_decay_updates: int
 
 
+def scales_schedules(config) -> bool:
+    """Whether the schedules counted in updates are divided by the ranks: --scale_schedules_by_workers applies
+    to --rank_scaling=batch only (updates makes one rank's updates per env step at any N) and not under
+    --elastic (whose N changes while a schedule runs)."""
+    return config.scale_schedules_by_workers and config.rank_scaling == "batch" and not config.elastic
+
+
 def update_counted_schedules(config, world_size: int) -> UpdateCountedSchedules:
     """The config's schedules counted in updates; with --scale_schedules_by_workers (--rank_scaling=batch),
     divided by the number of ranks, rounded half up and at least 1 where not 0.
@@ -55,7 +62,7 @@ def update_counted_schedules(config, world_size: int) -> UpdateCountedSchedules:
     over N times as many env steps: besides the N times larger batch, the run learns on another clock.
     Dividing by N keeps each schedule on one rank's env-step clock, as Goyal et al. (2017) keep their
     warm-up and decay in epochs while the batch grows."""
-    divisor = world_size if config.scale_schedules_by_workers and config.rank_scaling == "batch" else 1
+    divisor = world_size if scales_schedules(config) else 1
 
     def on_this_world(updates: int) -> int:
         return 0 if updates == 0 else max(1, int(updates / divisor + 0.5))

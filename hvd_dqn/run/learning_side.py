@@ -15,7 +15,7 @@ from hvd_dqn.agent.learner import DQNLearner
 from hvd_dqn.agent.networks import is_image_observation
 from hvd_dqn.agent.policy import store_step
 from hvd_dqn.agent.schedules import LinearSchedule
-from hvd_dqn.config import TrainConfig
+from hvd_dqn.config import TrainConfig, rank_learning_starts
 from hvd_dqn.replay.frames import FrameReplayMemory
 from hvd_dqn.replay.memory import PrioritySettings, ReplayMemory
 from hvd_dqn.replay.prefetch import minibatches
@@ -40,7 +40,8 @@ class LearningSide:
         self.target_update_period = target_update_period
         self.ranks_sharing_an_update = 1  # set by the trainer for its world (`share_updates_over`)
         self.update_credit = 0
-        self.replay_ready = False  # whether every rank's memory holds --learning_starts transitions
+        self.learning_starts = config.learning_starts  # this rank's share (`share_updates_over`)
+        self.replay_ready = False  # whether every rank's memory holds its share of --learning_starts
         # Prioritised replay's importance-sampling exponent, annealed to 1 by the end (Schaul et al. 2016).
         self.priority_beta = LinearSchedule(config.priority_beta_start, 1.0, config.total_env_steps)
         self.sampler = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="minibatches")
@@ -50,6 +51,7 @@ class LearningSide:
         batch; "batch": a rank pays for its updates alone, with whole batches. Under --elastic a new world
         also means waiting until every rank (a newcomer's memory is empty) is ready again."""
         self.ranks_sharing_an_update = world_size if self.config.rank_scaling == "updates" else 1
+        self.learning_starts = rank_learning_starts(self.config, world_size)
         self.replay_ready = False
 
     def store(self, experience: Experience):
@@ -86,8 +88,7 @@ class LearningSide:
         In a fixed world all ranks fill alike, so each can tell alone. Under --elastic a rank that joined
         starts empty while the others are full: the ranks vote (one tiny allreduce per iteration, only until
         all are ready), or the full ranks would wait forever in an update the new one never joins."""
-        # --rank_scaling=updates counts --learning_starts over the job, as one rank alone would.
-        ready = len(self.replay) >= -(-self.config.learning_starts // self.ranks_sharing_an_update)
+        ready = len(self.replay) >= self.learning_starts  # this rank's share of --learning_starts
         if not self.config.elastic:
             return ready
         not_ready = distributed.sum_over_ranks(np.array([0.0 if ready else 1.0]), "replay_not_ready")[0]

@@ -94,8 +94,8 @@ def describe(config, replay_per_rank: int, ranks_on_host: int, needed: int, avai
             f"{PER_RANK_MARGIN_BYTES / GIB:g} GiB for TensorFlow and the emulators)) and {available[0] / GIB:,.1f} "
             f"GiB is available ({available[1]})")
     remedies = ["fewer ranks per host"] if ranks_on_host > 1 else []
-    if config.rank_scaling != "updates" and ranks_on_host > 1:
-        remedies.append("--rank_scaling=updates (which splits --replay_capacity over the ranks)")
+    if config.counts_per_rank and ranks_on_host > 1:
+        remedies.append("--nocounts_per_rank (which splits --replay_capacity over the ranks)")
     remedies.append("a smaller --replay_capacity")
     return f"{text}; use " + (f"{', '.join(remedies[:-1])} or {remedies[-1]}" if len(remedies) > 1 else remedies[0])
 

@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 from absl import logging
 
+from hvd_dqn.agent.schedules import scales_schedules
 from hvd_dqn.run import distributed
 
 CSV_COLUMNS = (
@@ -253,7 +254,7 @@ def log_settings(config, replay, schedules, world_size: int, logdir: str) -> Non
     logging.info("replay memory: %s transitions per rank, %d bytes per transition", f"{replay.capacity:,}",
                  replay.bytes_per_transition)
     logging.info("settings:\n%s", config.to_json())
-    if config.scale_schedules_by_workers:
+    if scales_schedules(config):
         logging.info("--scale_schedules_by_workers, %d ranks: %s", world_size, schedules)
     elif config.rank_scaling == "batch" and world_size > 1 and not config.elastic:
         # Legitimate, but the worst rule the scaling study measured (CartPole, 4 ranks: no seed of 3 solved).

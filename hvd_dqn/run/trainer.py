@@ -21,7 +21,7 @@ from hvd_dqn.agent.learner import DQNLearner, current_learning_rate, make_optimi
 from hvd_dqn.agent.networks import q_network_for
 from hvd_dqn.agent.policy import EpsilonGreedyActor
 from hvd_dqn.agent.schedules import LinearSchedule, apex_epsilons, update_counted_schedules
-from hvd_dqn.config import ConfigError, TrainConfig, rank_share
+from hvd_dqn.config import ConfigError, TrainConfig, check_world, rank_share, scales_lr
 from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_outside_python
 from hvd_dqn.logdir import storage
 from hvd_dqn.run import distributed
@@ -65,8 +65,7 @@ class Trainer:
         if config.mixed_precision:  # before the networks are built: their layers take the policy then
             tf.keras.mixed_precision.set_global_policy("mixed_float16")
 
-        # This rank's envs and replay capacity: the job's, split evenly, under --rank_scaling=updates (the job
-        # runs one rank's algorithm); each rank's own otherwise.
+        # This rank's envs and replay capacity: the job's, split evenly (each rank's own with --counts_per_rank).
         num_envs, replay_capacity = rank_share(config, self.world.size)
         env = make_env_for(config, num_envs, self.world.local_size)
         spec = spec_of(env)
@@ -108,7 +107,7 @@ class Trainer:
     def _optimizer(self):
         config = self.config
         return make_optimizer(config.learning_rate, config.adam_epsilon, config.max_grad_norm, self.world.size,
-                              config.scale_lr_by_workers, self.schedules.lr_warmup_updates, elastic=config.elastic,
+                              scales_lr(config), self.schedules.lr_warmup_updates, elastic=config.elastic,
                               fp16_allreduce=config.fp16_allreduce, mixed_precision=config.mixed_precision,
                               optimizer=config.optimizer, rmsprop_rho=config.rmsprop_rho,
                               rmsprop_epsilon=config.rmsprop_epsilon, rmsprop_centered=config.rmsprop_centered,
@@ -379,9 +378,7 @@ class Trainer:
         """What depends on this rank's place in the world: the update share, Ape-X's per-env epsilons and the
         evaluation envs (both split over ranks). Done at start-up and, with --elastic, after every change."""
         config, world = self.config, self.world
-        if config.rank_scaling == "updates" and config.batch_size % world.size:
-            raise ConfigError(f"--rank_scaling=updates: --batch_size={config.batch_size} (the global batch) must "
-                              f"split evenly over the {world.size} ranks")
+        check_world(config, world.size)
         self.learning.share_updates_over(world.size)
         self.acting.env_epsilons = None  # with Ape-X exploration: this rank's share of the fixed per-env epsilons
         if config.apex_exploration:

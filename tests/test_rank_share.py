@@ -1,0 +1,63 @@
+"""What one rank of N runs: its envs, replay capacity, learning start and scaling rules (hvd_dqn.config)."""
+import dataclasses
+
+import pytest
+
+from hvd_dqn.agent.schedules import update_counted_schedules
+from hvd_dqn.config import (ConfigError, TrainConfig, check_world, job_num_envs_problem, rank_learning_starts,
+                            rank_share, scales_lr)
+
+CARTPOLE = TrainConfig(num_envs=8, replay_capacity=100_000, learning_starts=1000, batch_size=128)
+
+
+@pytest.mark.parametrize("ranks, envs, capacity, starts", [
+    (1, 8, 100_000, 1000), (2, 4, 50_000, 500), (4, 2, 25_000, 250),
+    (8, 1, 12_500, 128),  # 1000 / 8 = 125 transitions would not hold a whole batch of 128 on each rank
+])
+def test_the_job_counts_are_split_over_the_ranks(ranks, envs, capacity, starts):
+    assert rank_share(CARTPOLE, ranks) == (envs, capacity)
+    assert rank_learning_starts(CARTPOLE, ranks) == starts
+
+
+def test_updates_mode_waits_for_the_share_alone():
+    """Under updates each rank draws batch_size / N, so its share of --learning_starts is enough."""
+    assert rank_learning_starts(dataclasses.replace(CARTPOLE, rank_scaling="updates"), 8) == 125
+
+
+@pytest.mark.parametrize("changes", [dict(counts_per_rank=True), dict(elastic=True)])
+def test_per_rank_counts_are_each_ranks_own(changes):
+    config = dataclasses.replace(CARTPOLE, **changes)
+    assert rank_share(config, 4) == (8, 100_000) and rank_learning_starts(config, 4) == 1000
+
+
+def test_a_split_that_does_not_fit_is_named():
+    with pytest.raises(ConfigError, match=r"^--num_envs=8 \(the job's envs\) must split evenly over the 3 ranks"):
+        rank_share(CARTPOLE, 3)
+    small = dataclasses.replace(CARTPOLE, replay_capacity=1000)
+    with pytest.raises(ConfigError, match=r"^--replay_capacity=1000: split over 8 ranks, each rank's 125 "
+                                          r"transitions cannot hold the 128 it needs before learning starts"):
+        rank_share(small, 8)
+    updates = dataclasses.replace(CARTPOLE, rank_scaling="updates", batch_size=100)
+    with pytest.raises(ConfigError, match=r"^--rank_scaling=updates: --batch_size=100 \(the global batch\) must "
+                                          r"split evenly over the 8 ranks"):
+        check_world(updates, 8)
+    check_world(CARTPOLE, 8)  # batch: each rank's batch is whole, whatever N
+
+
+def test_the_scaling_rules_apply_to_batch_only():
+    """Both rules are on by default; under updates N ranks already make one rank's updates with one rank's
+    batch, and under --elastic N changes while a schedule runs."""
+    config = dataclasses.replace(CARTPOLE, target_update_period=250, lr_decay_updates=25_000, learning_rate_end=1e-4)
+    assert scales_lr(config) and update_counted_schedules(config, 2).target_update_period == 125
+    updates = dataclasses.replace(config, rank_scaling="updates")
+    assert not scales_lr(updates) and update_counted_schedules(updates, 2).lr_decay_updates == 25_000
+    elastic = dataclasses.replace(config, elastic=True)
+    assert update_counted_schedules(elastic, 2).target_update_period == 250
+
+
+def test_job_num_envs_is_only_for_per_rank_counts():
+    assert "only with --counts_per_rank" in job_num_envs_problem(CARTPOLE, 8, [1, 2], [])
+    per_rank = dataclasses.replace(CARTPOLE, counts_per_rank=True)
+    assert job_num_envs_problem(per_rank, 8, [1, 2], []) is None
+    assert "positive multiple of every worker count (1, 3)" in job_num_envs_problem(per_rank, 8, [1, 3], [])
+    assert "leave --num_envs out" in job_num_envs_problem(per_rank, 8, [1, 2], ["--num_envs=2"])

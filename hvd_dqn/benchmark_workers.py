@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-from hvd_dqn.config import ConfigError, check_world, counts_are_per_rank, job_num_envs_problem, rank_learning_starts
+from hvd_dqn.config import ConfigError, counts_are_per_rank, problem_with_runs, rank_learning_starts
 from hvd_dqn.run import distributed
 
 PROGRAM = "hvd_dqn.benchmark_workers"
@@ -172,14 +172,9 @@ def main(argv=None) -> int:
             raise BenchmarkError(f"--workers={args.workers} with --cores_per_rank={args.cores_per_rank} needs "
                                  f"{max(workers_list) * args.cores_per_rank} cores; this machine has {cores}")
         config = resolved_config(args.flagfile, train_flags)
-        problem = args.job_num_envs is not None and job_num_envs_problem(config, args.job_num_envs, workers_list, train_flags)
+        problem = problem_with_runs(config, workers_list, f"--workers={args.workers}", args.job_num_envs, train_flags)
         if problem:
             raise BenchmarkError(problem)
-        for workers in workers_list:
-            try:
-                check_world(config, workers)
-            except ConfigError as error:
-                raise BenchmarkError(f"--workers={args.workers}: {error}") from None
         temporary = None if args.workdir else tempfile.mkdtemp(prefix="hvd_dqn_workers_")
         args.workdir = args.workdir or temporary
         runs = []

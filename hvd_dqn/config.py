@@ -367,6 +367,21 @@ def check_world(config: TrainConfig, world_size: int) -> None:
                           f"split evenly over the {world_size} ranks")
 
 
+def problem_with_runs(config: TrainConfig, world_sizes, sizes_flag: str, job_num_envs: Optional[int],
+                      other_flags) -> Optional[str]:
+    """For the commands that start runs of `config` at each of `world_sizes` (named by `sizes_flag`, e.g.
+    "--workers=1,2"): the first reason they cannot, or None."""
+    problem = job_num_envs is not None and job_num_envs_problem(config, job_num_envs, world_sizes, other_flags)
+    if problem:
+        return problem
+    for size in world_sizes:
+        try:
+            check_world(config, size)
+        except ConfigError as error:
+            return f"{sizes_flag}: {error}"
+    return None
+
+
 def job_num_envs_problem(config: TrainConfig, job_num_envs: int, world_sizes, other_flags) -> Optional[str]:
     """Why the measuring commands' --job_num_envs (the envs of every run's job, at each of `world_sizes`) cannot
     be used with these runs' `config` and `other_flags`, or None. Only --counts_per_rank needs it: otherwise

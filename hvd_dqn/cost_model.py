@@ -28,7 +28,7 @@ from types import SimpleNamespace
 
 from hvd_dqn.benchmark_workers import (BenchmarkError, command_for, parse_workers, resolved_config, run_once,
                                        summarise, write_report)
-from hvd_dqn.config import counts_are_per_rank, job_num_envs_problem
+from hvd_dqn.config import counts_are_per_rank, problem_with_runs
 from hvd_dqn.measure import cost_model
 from hvd_dqn.run import distributed
 
@@ -283,12 +283,12 @@ def main(argv=None) -> int:
             if max(workers_list) > cores:
                 raise BenchmarkError(f"--workers={args.workers}: one core per worker needs {max(workers_list)} "
                                      f"cores; this machine has {cores} (--paper predicts beyond it)")
-            problem = args.job_num_envs is not None and job_num_envs_problem(config, args.job_num_envs, workers_list,
-                                                                              train_flags)
-            if problem:
-                raise BenchmarkError(problem)
             study = load_study(args.study) if args.study else None
             shapes = shapes_for(config, workers_list, args.job_num_envs)
+            problem = problem_with_runs(config, workers_list, f"--workers={args.workers}", args.job_num_envs,
+                                        train_flags)
+            if problem:
+                raise BenchmarkError(problem)
             costs = measure_costs(args, config, shapes, train_flags)
             predicted = predictions(shapes, costs)
             report = {"flagfile": args.flagfile, "train_flags": train_flags, "rank_scaling": config.rank_scaling,

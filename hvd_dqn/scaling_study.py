@@ -37,7 +37,7 @@ import json
 import os
 import sys
 
-from hvd_dqn.config import ConfigError, check_world, job_num_envs_problem
+from hvd_dqn.config import problem_with_runs
 from hvd_dqn.measure.study_report import (StudyError, draw, env_steps_to_target, final_return, read_run, summarise,
                                           wall_s_to_target)
 from hvd_dqn.measure.study_runs import (PROGRAM, REPO, finished_env_steps, keep_evidence, kept_evidence,
@@ -113,14 +113,9 @@ def main(argv=None) -> int:
             raise StudyError(f"--cores_per_rank={args.cores_per_rank}: {max(ranks_list)} ranks need "
                              f"{max(ranks_list) * args.cores_per_rank} cores and this machine has {cores_here}; "
                              "wall time compares worker for worker only with a core (or more) for each")
-        problem = args.job_num_envs is not None and job_num_envs_problem(config, args.job_num_envs, ranks_list, extra)
+        problem = problem_with_runs(config, ranks_list, f"--ranks={args.ranks}", args.job_num_envs, extra)
         if problem:
             raise StudyError(problem)
-        for ranks in ranks_list:
-            try:
-                check_world(config, ranks)
-            except ConfigError as error:
-                raise StudyError(f"--ranks={args.ranks}: {error}") from None
         out_folder = os.path.dirname(os.path.abspath(args.out))
         if not os.path.isdir(out_folder):
             raise StudyError(f"--out={args.out}: folder {out_folder} does not exist")

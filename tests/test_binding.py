@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from conftest import PYTHON, REPO, horovodrun, python_module, subprocess_env
-from hvd_dqn.run.distributed import BindingError, cores_for_rank
+from hvd_dqn.run.distributed import BindingError, cores_for_rank, runtime_defaults
 
 AVAILABLE = sorted(os.sched_getaffinity(0))
 
@@ -52,6 +52,9 @@ def test_two_ranks_each_bound_to_a_core_of_their_own_train_and_say_so(tmp_path):
                             f"--logdir={tmp_path}", "--total_env_steps=1600", "--cores_per_rank=1"], timeout=300)
     output = result.stdout + result.stderr
     assert f"cores: rank 0 on {AVAILABLE[0]}; rank 1 on {AVAILABLE[1]}" in output, output[-3000:]
+    # Two ranks on one host, no cycle set by the test's environment: the ranks run without a cycle.
+    expected_cycle = os.environ.get("HOROVOD_CYCLE_TIME", "0")
+    assert f"2 ranks on 1 host(s), controller Gloo, Horovod cycle {expected_cycle} ms" in output, output[-3000:]
     assert (tmp_path / "checkpoints" / "ckpt-000000001600" / "COMPLETE").exists()
 
 
@@ -64,3 +67,13 @@ def test_more_cores_than_the_host_has_is_one_line(tmp_path):
         f"hvd_dqn.train: error: --cores_per_rank={wanted}: 1 rank(s) on this host need {wanted} cores, but this "
         f"process may use {len(AVAILABLE)} ({','.join(map(str, AVAILABLE))}); use fewer ranks per host or fewer "
         "cores per rank"]
+
+
+@pytest.mark.parametrize("world_size, local_size, cycle_ms", [
+    (1, 1, "2"),  # alone: a 0 cycle would spin on the rank's core
+    (2, 2, "0"), (8, None, "0"),  # one host (or a launcher that does not say): the allreduce starts at once
+    (8, 4, "2"),  # several hosts: not measured, the coordination rounds would cross the network
+])
+def test_the_horovod_cycle_follows_the_ranks_and_hosts(world_size, local_size, cycle_ms):
+    defaults = runtime_defaults(world_size, local_size)
+    assert defaults == {"HOROVOD_CYCLE_TIME": cycle_ms, "OMPI_MCA_mpi_yield_when_idle": "1"}

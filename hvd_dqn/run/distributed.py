@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -63,14 +63,35 @@ class World:
         return self.rank == 0
 
 
-# Horovod's and Open MPI's run-time settings where the user (or horovodrun's --cycle-time-ms) set none, chosen
-# for DQN's small, frequent allreduces, one per update (results/acceleration/README.md, CartPole at 2 ranks of
-# one core each over MPI: 901 env steps/s with Horovod's defaults, 1,037 with yielding, 1,066 with both):
-# - Horovod's background thread coordinates the ranks once per cycle, itself a small collective in which Open MPI
-#   busy-waits for the other rank, on the core the rank's own thread needs. A 2 ms cycle (default 1) halves
-#   those rounds; 0.5 ms and 5 ms were slower (673, 733 env steps/s: more spinning, then more latency).
-# - Open MPI's progress engine yields the core while it waits (what it does by itself when oversubscribed).
-RUNTIME_DEFAULTS = {"HOROVOD_CYCLE_TIME": "2", "OMPI_MCA_mpi_yield_when_idle": "1"}
+_SIZE_VARIABLES = ("HOROVOD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+_LOCAL_SIZE_VARIABLES = ("HOROVOD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE")
+
+
+def _launcher_count(variables) -> Optional[int]:
+    for variable in variables:
+        value = os.environ.get(variable)
+        if value is not None and value.isdigit():
+            return int(value)
+    return None
+
+
+def runtime_defaults(world_size: int, local_size: Optional[int]) -> dict:
+    """Horovod's and Open MPI's run-time settings for a job of `world_size` ranks, `local_size` of them on this
+    host (None: unknown), applied where the user (or horovodrun's --cycle-time-ms) set none. Chosen for DQN's
+    small, frequent allreduces, one per update (results/acceleration/README.md, CartPole, ranks bound to a core
+    each, over MPI):
+    - Open MPI's progress engine yields the core while it waits for the other rank (what it does by itself
+      when oversubscribed): 901 -> 1,037 env steps/s at 2 ranks.
+    - Horovod's background thread coordinates the ranks once per cycle (default 1 ms). Several ranks on one
+      host: no cycle at all (0), so an update's allreduce starts as soon as every rank has queued it; with
+      yielding, the coordination's wait gives the core back to the rank's own thread. Swept in one session,
+      2 ranks: 2 ms 1,210 env steps/s, 1 ms 1,151, 0.5 ms 1,458, 0.25 ms 1,698, 0.1 ms 1,748-1,858, 0
+      1,921-2,024 (one rank alone: about 1,050-1,100). One rank keeps 2 ms: with no other rank to wait for, a
+      0 cycle spins on the rank's core (646 env steps/s). Ranks on several hosts keep 2 ms too: 0 would keep
+      the network busy with coordination rounds, and nothing here measured it."""
+    one_host = local_size is None or local_size == world_size
+    cycle_ms = "0" if world_size > 1 and one_host else "2"
+    return {"HOROVOD_CYCLE_TIME": cycle_ms, "OMPI_MCA_mpi_yield_when_idle": "1"}
 
 
 class BindingError(ValueError):
@@ -111,7 +132,9 @@ def init_horovod(intra_op_threads: int = 0, inter_op_threads: int = 1, determini
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
-    for name, value in RUNTIME_DEFAULTS.items():  # read by Horovod and Open MPI when hvd.init() starts them
+    # Read by Horovod and Open MPI when hvd.init() starts them, so from the launcher's variables.
+    defaults = runtime_defaults(_launcher_count(_SIZE_VARIABLES) or 1, _launcher_count(_LOCAL_SIZE_VARIABLES))
+    for name, value in defaults.items():
         os.environ.setdefault(name, value)
     hvd.init()
     if cores_per_rank:  # before TensorFlow starts its thread pools, which inherit the binding
@@ -196,7 +219,8 @@ def describe_world(world: World) -> str:
         hosts.setdefault(hostname, []).append(f"rank {rank} (local rank {local_rank}, pid {pid})")
     built = {"MPI": hvd.mpi_built(), "Gloo": hvd.gloo_built(), "NCCL": hvd.nccl_built(),
              "oneCCL": hvd.ccl_built(), "DDL": hvd.ddl_built()}
-    lines = [f"world: {world.size} ranks on {len(hosts)} host(s), controller {world.controller}; "
+    lines = [f"world: {world.size} ranks on {len(hosts)} host(s), controller {world.controller}, Horovod cycle "
+             f"{os.environ.get('HOROVOD_CYCLE_TIME', '1')} ms; "
              f"collectives built: {', '.join(name for name, yes in built.items() if yes) or 'none'}"]
     lines += [f"  {hostname}: {'; '.join(ranks)}" for hostname, ranks in hosts.items()]
     # Which cores each rank's threads may run on: its own block under --cores_per_rank (or a launcher's binding),

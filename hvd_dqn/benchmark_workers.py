@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 
-from hvd_dqn.config import ConfigError, counts_are_per_rank, problem_with_runs, rank_learning_starts
+from hvd_dqn.config import ConfigError, problem_with_runs, rank_learning_starts
 from hvd_dqn.run import distributed
 
 PROGRAM = "hvd_dqn.benchmark_workers"
@@ -46,9 +46,9 @@ def resolved_config(flagfile: str, train_flags):
 
 
 def fill_env_steps(config, workers: int) -> int:
-    """The job's env steps before the first update: every rank's share of --learning_starts, all filling
-    alike."""
-    return rank_learning_starts(config, workers) * (1 if counts_are_per_rank(config) else workers)
+    """The job's env steps before the first update: every rank holds its --learning_starts transitions (its
+    share of the job's, or its own with --counts_per_rank), all ranks filling alike."""
+    return rank_learning_starts(config, workers) * workers
 
 
 def command_for(workers: int, args, logdir: str, total_env_steps: int, log_interval: int, train_flags) -> list:

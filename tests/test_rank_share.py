@@ -61,3 +61,13 @@ def test_job_num_envs_is_only_for_per_rank_counts():
     assert job_num_envs_problem(per_rank, 8, [1, 2], []) is None
     assert "positive multiple of every worker count (1, 3)" in job_num_envs_problem(per_rank, 8, [1, 3], [])
     assert "leave --num_envs out" in job_num_envs_problem(per_rank, 8, [1, 2], ["--num_envs=2"])
+
+
+@pytest.mark.parametrize("changes, workers, fill", [
+    (dict(), 2, 1000), (dict(), 8, 8 * 128),  # the job's 1,000, or each of 8 ranks' whole batch of 128
+    (dict(counts_per_rank=True), 2, 2000),  # each rank its own 1,000
+])
+def test_the_worker_benchmark_times_from_the_job_env_step_of_the_first_update(changes, workers, fill):
+    from hvd_dqn.benchmark_workers import fill_env_steps
+
+    assert fill_env_steps(dataclasses.replace(CARTPOLE, **changes), workers) == fill

@@ -39,11 +39,7 @@ def launcher_rank() -> int:
     Used before `hvd.init()` so that only rank 0 prints configuration errors, and so that a rank can exit
     on a bad flag without first joining (and then blocking) the collective set-up.
     """
-    for variable in _RANK_VARIABLES:
-        value = os.environ.get(variable)
-        if value is not None and value.isdigit():
-            return int(value)
-    return 0
+    return _launcher_count(_RANK_VARIABLES) or 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +64,7 @@ _LOCAL_SIZE_VARIABLES = ("HOROVOD_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MP
 
 
 def _launcher_count(variables) -> Optional[int]:
+    """The first of the launchers' `variables` set to a number, or None."""
     for variable in variables:
         value = os.environ.get(variable)
         if value is not None and value.isdigit():

@@ -25,7 +25,8 @@ import subprocess
 import sys
 import tempfile
 
-from hvd_dqn.config import ConfigError, problem_with_runs, rank_learning_starts
+from hvd_dqn.config import ConfigError
+from hvd_dqn.rank_split import problem_with_runs, rank_learning_starts
 from hvd_dqn.run import distributed
 
 PROGRAM = "hvd_dqn.benchmark_workers"

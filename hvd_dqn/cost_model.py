@@ -28,7 +28,7 @@ from types import SimpleNamespace
 
 from hvd_dqn.benchmark_workers import (BenchmarkError, command_for, parse_workers, resolved_config, run_once,
                                        summarise, write_report)
-from hvd_dqn.config import counts_are_per_rank, problem_with_runs
+from hvd_dqn.rank_split import counts_are_per_rank, problem_with_runs
 from hvd_dqn.measure import cost_model
 from hvd_dqn.run import distributed
 

@@ -37,7 +37,7 @@ import json
 import os
 import sys
 
-from hvd_dqn.config import problem_with_runs
+from hvd_dqn.rank_split import problem_with_runs
 from hvd_dqn.measure.study_report import (StudyError, draw, env_steps_to_target, final_return, read_run, summarise,
                                           wall_s_to_target)
 from hvd_dqn.measure.study_runs import (PROGRAM, REPO, finished_env_steps, keep_evidence, kept_evidence,

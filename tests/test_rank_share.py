@@ -1,11 +1,11 @@
-"""What one rank of N runs: its envs, replay capacity, learning start and scaling rules (hvd_dqn.config)."""
+"""What one rank of N runs: its envs, replay capacity, learning start and scaling rules (hvd_dqn.rank_split)."""
 import dataclasses
 
 import pytest
 
 from hvd_dqn.agent.schedules import update_counted_schedules
-from hvd_dqn.config import (ConfigError, TrainConfig, check_world, job_num_envs_problem, rank_learning_starts,
-                            rank_share, scales_lr)
+from hvd_dqn.config import ConfigError, TrainConfig
+from hvd_dqn.rank_split import check_world, job_num_envs_problem, rank_learning_starts, rank_share, scales_lr
 
 CARTPOLE = TrainConfig(num_envs=8, replay_capacity=100_000, learning_starts=1000, batch_size=128)
 

@@ -6,6 +6,8 @@ import dataclasses
 import numpy as np
 import tensorflow as tf
 
+from hvd_dqn.rank_split import scales_schedules
+
 
 @dataclasses.dataclass(frozen=True)
 class LinearSchedule:
@@ -44,13 +46,6 @@ class UpdateCountedSchedules:
     target_update_period: int
     lr_warmup_updates: int
     lr_decay_updates: int
-
-
-def scales_schedules(config) -> bool:
-    """Whether the schedules counted in updates are divided by the ranks: --scale_schedules_by_workers applies
-    to --rank_scaling=batch only (updates makes one rank's updates per env step at any N) and not under
-    --elastic (whose N changes while a schedule runs)."""
-    return config.scale_schedules_by_workers and config.rank_scaling == "batch" and not config.elastic
 
 
 def update_counted_schedules(config, world_size: int) -> UpdateCountedSchedules:

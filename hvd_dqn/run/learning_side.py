@@ -15,7 +15,8 @@ from hvd_dqn.agent.learner import DQNLearner
 from hvd_dqn.agent.networks import is_image_observation
 from hvd_dqn.agent.policy import store_step
 from hvd_dqn.agent.schedules import LinearSchedule
-from hvd_dqn.config import TrainConfig, rank_learning_starts
+from hvd_dqn.config import TrainConfig
+from hvd_dqn.rank_split import rank_learning_starts
 from hvd_dqn.replay.frames import FrameReplayMemory
 from hvd_dqn.replay.memory import PrioritySettings, ReplayMemory
 from hvd_dqn.replay.prefetch import minibatches

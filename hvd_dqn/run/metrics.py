@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 from absl import logging
 
-from hvd_dqn.agent.schedules import scales_schedules
+from hvd_dqn.rank_split import scales_schedules
 from hvd_dqn.run import distributed
 
 CSV_COLUMNS = (

@@ -21,9 +21,10 @@ from hvd_dqn.agent.learner import DQNLearner, current_learning_rate, make_optimi
 from hvd_dqn.agent.networks import q_network_for
 from hvd_dqn.agent.policy import EpsilonGreedyActor
 from hvd_dqn.agent.schedules import LinearSchedule, apex_epsilons, update_counted_schedules
-from hvd_dqn.config import ConfigError, TrainConfig, check_world, rank_share, scales_lr
+from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_outside_python
 from hvd_dqn.logdir import storage
+from hvd_dqn.rank_split import check_world, rank_share, scales_lr
 from hvd_dqn.run import distributed
 from hvd_dqn.run.acting_side import ActingSide, Experience
 from hvd_dqn.run.elastic import run_elastic

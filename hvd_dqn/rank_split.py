@@ -1,0 +1,103 @@
+"""How a job's configuration divides over N ranks.
+
+Counts in a TrainConfig are the job's (env steps, envs, replay, the learning start), unless --counts_per_rank
+or --elastic makes the last three each rank's own. These functions give one rank's share of them at a world
+size, which rules scale with the ranks (the step size, the schedules counted in updates), and why a world size
+cannot run a config; the trainer asks them at start-up, the measuring commands before they start any run.
+docs/scaling.md, "Units and the number of ranks", explains the choices.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from hvd_dqn.config import ConfigError, TrainConfig
+
+
+def scales_lr(config: TrainConfig) -> bool:
+    """Whether the step size is multiplied by the ranks: --scale_lr_by_workers applies to --rank_scaling=batch,
+    whose global batch grows with the ranks; under updates the global batch is --batch_size at any N."""
+    return config.scale_lr_by_workers and config.rank_scaling == "batch"
+
+
+def scales_schedules(config: TrainConfig) -> bool:
+    """Whether the schedules counted in updates are divided by the ranks: --scale_schedules_by_workers applies
+    to --rank_scaling=batch only (updates makes one rank's updates per env step at any N) and not under
+    --elastic (whose N changes while a schedule runs)."""
+    return config.scale_schedules_by_workers and config.rank_scaling == "batch" and not config.elastic
+
+
+def counts_are_per_rank(config: TrainConfig) -> bool:
+    """Whether --num_envs, --replay_capacity and --learning_starts count per rank: with --counts_per_rank, and
+    under --elastic (a world that changes size cannot re-split running ranks' envs and memories)."""
+    return config.counts_per_rank or config.elastic
+
+
+def rank_share(config: TrainConfig, world_size: int):
+    """(envs, replay capacity) of one rank of `world_size`. --num_envs and --replay_capacity count over the
+    job, like --total_env_steps, and are split evenly over the ranks, so that a preset runs the same envs and
+    memory at any N: N times as many envs would change the algorithm (each env's episodes would span N times
+    as many updates: measured on CartPole, 32 envs in one rank stayed near 150 by 60k env steps where 4 envs
+    played 500). With --counts_per_rank (or --elastic) each rank has its own."""
+    if counts_are_per_rank(config):
+        return config.num_envs, config.replay_capacity
+    if config.num_envs % world_size:
+        raise ConfigError(f"--num_envs={config.num_envs} (the job's envs) must split evenly over the {world_size} "
+                          "ranks (or add --counts_per_rank for that many envs on each rank)")
+    capacity = config.replay_capacity // world_size
+    starts = rank_learning_starts(config, world_size)
+    if capacity < starts:
+        raise ConfigError(f"--replay_capacity={config.replay_capacity}: split over {world_size} ranks, each rank's "
+                          f"{capacity:,} transitions cannot hold the {starts:,} it needs before learning starts "
+                          f"(--learning_starts={config.learning_starts} over the job, and at least a whole "
+                          f"--batch_size={config.batch_size} on each rank under --rank_scaling=batch)")
+    return config.num_envs // world_size, capacity
+
+
+def rank_learning_starts(config: TrainConfig, world_size: int) -> int:
+    """Transitions each rank's memory holds before it updates. --learning_starts counts over the job (the ranks
+    fill alike), so each rank waits for its share, rounded up; under --rank_scaling=batch a rank draws whole
+    batches from its own memory, so it also waits for one --batch_size. With --counts_per_rank (or --elastic)
+    --learning_starts is each rank's own."""
+    if counts_are_per_rank(config):
+        return config.learning_starts
+    share = -(-config.learning_starts // world_size)
+    return max(share, config.batch_size) if config.rank_scaling == "batch" else share
+
+
+def check_world(config: TrainConfig, world_size: int) -> None:
+    """Raises ConfigError if the job's envs, replay memory or (under --rank_scaling=updates) batch do not split
+    over `world_size` ranks; for the trainer and for the commands that start runs at several sizes."""
+    rank_share(config, world_size)
+    if config.rank_scaling == "updates" and config.batch_size % world_size:
+        raise ConfigError(f"--rank_scaling=updates: --batch_size={config.batch_size} (the global batch) must "
+                          f"split evenly over the {world_size} ranks")
+
+
+def problem_with_runs(config: TrainConfig, world_sizes, sizes_flag: str, job_num_envs: Optional[int],
+                      other_flags) -> Optional[str]:
+    """For the commands that start runs of `config` at each of `world_sizes` (named by `sizes_flag`, e.g.
+    "--workers=1,2"): the first reason they cannot, or None."""
+    problem = job_num_envs is not None and job_num_envs_problem(config, job_num_envs, world_sizes, other_flags)
+    if problem:
+        return problem
+    for size in world_sizes:
+        try:
+            check_world(config, size)
+        except ConfigError as error:
+            return f"{sizes_flag}: {error}"
+    return None
+
+
+def job_num_envs_problem(config: TrainConfig, job_num_envs: int, world_sizes, other_flags) -> Optional[str]:
+    """Why the measuring commands' --job_num_envs (the envs of every run's job, at each of `world_sizes`) cannot
+    be used with these runs' `config` and `other_flags`, or None. Only --counts_per_rank needs it: otherwise
+    --num_envs counts over the job already."""
+    if not config.counts_per_rank:
+        return (f"--job_num_envs={job_num_envs}: only with --counts_per_rank (whose --num_envs counts per rank); "
+                f"without it --num_envs={config.num_envs} is the job's envs already")
+    if any(flag.startswith("--num_envs") for flag in other_flags):
+        return f"--job_num_envs={job_num_envs} sets each run's --num_envs; leave --num_envs out of the flags after --"
+    if job_num_envs <= 0 or any(job_num_envs % size for size in world_sizes):
+        return (f"--job_num_envs={job_num_envs}: must be a positive multiple of every worker count "
+                f"({', '.join(map(str, world_sizes))}), so each worker steps as many envs")
+    return None

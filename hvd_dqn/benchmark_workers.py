@@ -12,6 +12,11 @@ so start-up and the memory fill, which makes no updates, are left out. Reported,
 env_steps_per_s_<N>, updates_per_s_<N>, workers_speedup_<N> (the per-round ratio of N workers' env steps per
 second to one worker's) and workers_efficiency_<N> (speed-up / N). Wall-time figures need the machine to
 themselves: nothing else should run beside the benchmark.
+
+With --corun each round also starts, for each N, N one-worker runs at once, each doing one rank's work on that
+rank's cores and nothing linking them (hvd_dqn/measure/corun.py): corun_ceiling_<N> is N x the slowest one's
+rate over one worker's, the speed-up the cores allow before any gradient is exchanged, and
+share_of_ceiling_<N> the measured speed-up over it.
 """
 from __future__ import annotations
 
@@ -65,11 +70,13 @@ def command_for(workers: int, args, logdir: str, total_env_steps: int, log_inter
             f"--{args.controller}", *train]
 
 
-def measured_rates(metrics_path: str):
-    """(env steps/s, updates/s, env steps measured) between the first metrics row with updates and the last."""
+def measured_rates(metrics_path: str, untimed_tail: int = 0):
+    """(env steps/s, updates/s, env steps measured) between the first metrics row with updates and the last
+    (or, with `untimed_tail`, the last but that many)."""
     with open(metrics_path, newline="") as handle:
         rows = [row for row in csv.DictReader(handle)]
     learning = [row for row in rows if int(row["updates"]) > 0]
+    learning = learning[:len(learning) - untimed_tail]
     if len(learning) < 2:
         raise BenchmarkError(f"{metrics_path}: fewer than two log points with updates; raise --measure_env_steps")
     first, last = learning[0], learning[-1]
@@ -99,6 +106,65 @@ def run_once(workers: int, round_index: int, args, config, train_flags) -> dict:
     env_steps_per_s, updates_per_s, measured = measured_rates(os.path.join(logdir, "metrics.csv"))
     return dict(workers=workers, round=round_index, env_steps_per_s=env_steps_per_s, updates_per_s=updates_per_s,
                 measured_env_steps=measured, logdir=logdir)
+
+
+def corun_flags(config, workers: int, job_num_envs) -> list:
+    """The flags that make a one-worker run do one rank's work of `workers` (measure/corun.py), or why not."""
+    from hvd_dqn.measure import corun
+
+    try:
+        return corun.rank_alone_flags(config, workers, job_num_envs)
+    except (corun.CorunError, ConfigError) as error:
+        raise BenchmarkError(f"--corun: {error}") from None
+
+
+def run_corun(workers: int, round_index: int, args, config, train_flags) -> dict:
+    """`workers` one-worker runs at once, each doing one rank's work on that rank's cores (its seed too); each
+    is timed like a rank of the job (--measure_env_steps / N of its own env steps after its fill), then runs one
+    log interval more, untimed, so that the others stay busy beside a run that is still being timed."""
+    from hvd_dqn.measure import corun
+
+    lone_flags = corun_flags(config, workers, args.job_num_envs)
+    log_interval = max(1, args.measure_env_steps // workers // args.log_points)
+    first_learning_log = (rank_learning_starts(config, workers) // log_interval + 1) * log_interval
+    total = first_learning_log + log_interval * (args.log_points + 1)
+    os.makedirs(args.workdir, exist_ok=True)
+    environment = distributed.launcher_environment()
+    started = []
+    try:
+        for rank, cores in enumerate(corun.core_blocks(os.sched_getaffinity(0), workers, args.cores_per_rank)):
+            logdir = os.path.join(args.workdir, f"corun{workers}_round{round_index}_rank{rank}")
+            shutil.rmtree(logdir, ignore_errors=True)
+            command = command_for(1, args, logdir, total, log_interval,
+                                  [*train_flags, *lone_flags, f"--seed={config.seed + rank}"])
+            started.append((logdir, corun.start_bound(command, cores, logdir + ".log", environment)))
+        statuses = [process.wait() for _, process in started]
+    finally:
+        for _, process in started:
+            if process.poll() is None:
+                process.kill()
+    failed = [f"{logdir}.log" for (logdir, _), status in zip(started, statuses) if status != 0]
+    if failed:
+        raise BenchmarkError(f"--corun, {workers} lone runs, round {round_index + 1}: hvd_dqn.train failed; see "
+                             f"{', '.join(failed)}")
+    lone = [measured_rates(os.path.join(logdir, "metrics.csv"), untimed_tail=1)[0] for logdir, _ in started]
+    return dict(workers=workers, round=round_index, lone_env_steps_per_s=lone,
+                env_steps_per_s=workers * min(lone))
+
+
+def summarise_corun(coruns, runs, base: int) -> dict:
+    """corun_env_steps_per_s_<N>, corun_ceiling_<N> (over the base's rate in the same round) and
+    share_of_ceiling_<N> (the workers' speed-up over the ceiling, round by round), as medians."""
+    figures = {}
+    for workers in sorted({corun_run["workers"] for corun_run in coruns}):
+        mine = [corun_run for corun_run in coruns if corun_run["workers"] == workers]
+        rate_of = {(run["workers"], run["round"]): run["env_steps_per_s"] for run in runs}
+        ceilings = [corun_run["env_steps_per_s"] / rate_of[(base, corun_run["round"])] for corun_run in mine]
+        shares = [rate_of[(workers, corun_run["round"])] / corun_run["env_steps_per_s"] for corun_run in mine]
+        figures[f"corun_env_steps_per_s_{workers}"] = round(statistics.median(run["env_steps_per_s"] for run in mine), 1)
+        figures[f"corun_ceiling_{workers}"] = round(statistics.median(ceilings), 3)
+        figures[f"share_of_ceiling_{workers}"] = round(statistics.median(shares), 3)
+    return figures
 
 
 def summarise(runs, workers_list) -> dict:
@@ -155,6 +221,9 @@ def main(argv=None) -> int:
                              "job, split over each run's workers, so every worker count steps as many envs.")
     parser.add_argument("--controller", choices=("gloo", "mpi"), default="gloo",
                         help="horovodrun's controller for the multi-worker runs.")
+    parser.add_argument("--corun", action="store_true",
+                        help="Also run, each round, N lone one-worker runs at once, each doing one rank's work on "
+                             "its cores: the speed-up the cores allow before any exchange (corun_ceiling_<N>).")
     parser.add_argument("--workdir", default=None, help="Folder for the runs' logdirs (default: a temporary one).")
     parser.add_argument("--json", default=None, help="Writes the figures and every run's rates here.")
     args = parser.parse_args(argv)
@@ -176,9 +245,11 @@ def main(argv=None) -> int:
         problem = problem_with_runs(config, workers_list, f"--workers={args.workers}", args.job_num_envs, train_flags)
         if problem:
             raise BenchmarkError(problem)
+        for workers in workers_list if args.corun else ():
+            corun_flags(config, workers, args.job_num_envs)  # before any run starts
         temporary = None if args.workdir else tempfile.mkdtemp(prefix="hvd_dqn_workers_")
         args.workdir = args.workdir or temporary
-        runs = []
+        runs, coruns = [], []
         try:
             for round_index in range(args.rounds):
                 for workers in workers_list:
@@ -187,15 +258,23 @@ def main(argv=None) -> int:
                     print(f"[{PROGRAM}] round {round_index + 1}, {workers} worker(s): "
                           f"{run['env_steps_per_s']:,.0f} env steps/s, {run['updates_per_s']:,.1f} updates/s",
                           flush=True)
+                for workers in workers_list if args.corun else ():
+                    if workers > 1:
+                        coruns.append(run_corun(workers, round_index, args, config, train_flags))
+                        lone = ", ".join(f"{rate:,.0f}" for rate in coruns[-1]["lone_env_steps_per_s"])
+                        print(f"[{PROGRAM}] round {round_index + 1}, {workers} lone runs at once: {lone} env "
+                              f"steps/s each", flush=True)
         finally:
             if temporary:
                 shutil.rmtree(temporary, ignore_errors=True)
         results = summarise(runs, workers_list)
+        results.update(summarise_corun(coruns, runs, min(workers_list)))
         report = dict(results, flagfile=args.flagfile, train_flags=train_flags, job_num_envs=args.job_num_envs,
                       cores_per_rank=args.cores_per_rank,
                       controller=args.controller, rounds=args.rounds, measure_env_steps=args.measure_env_steps,
                       rank_scaling=config.rank_scaling, runs=[{key: value for key, value in run.items()
-                                                               if key != "logdir" or not temporary} for run in runs])
+                                                               if key != "logdir" or not temporary} for run in runs],
+                      coruns=coruns)
         write_report(args.json, report)
     except (BenchmarkError, OSError) as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)

@@ -1,4 +1,5 @@
 """The benchmark command runs each stage and reports every figure it promises, side by side."""
+import csv
 import json
 import os
 
@@ -89,8 +90,8 @@ def test_worker_scaling_times_one_and_two_bound_workers_in_turns(tmp_path):
     report_path = tmp_path / "workers.json"
     result = python_module("hvd_dqn.benchmark_workers", [
         f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--workers=1,2", "--rounds=1", "--measure_env_steps=1600",
-        "--log_points=2", f"--workdir={tmp_path / 'runs'}", f"--json={report_path}", "--", "--learning_starts=400"],
-        timeout=600)
+        "--log_points=2", "--corun", f"--workdir={tmp_path / 'runs'}", f"--json={report_path}", "--",
+        "--learning_starts=400"], timeout=600)
     report = json.loads(report_path.read_text())
     one, two = report["runs"]
     assert (one["workers"], two["workers"], report["cores_per_rank"]) == (1, 2, 1)
@@ -102,6 +103,23 @@ def test_worker_scaling_times_one_and_two_bound_workers_in_turns(tmp_path):
     log = (tmp_path / "runs" / "workers2_round0.log").read_text()
     assert "cores: rank 0 on" in log and "; rank 1 on" in log
     assert json.loads((tmp_path / "runs" / "workers2_round0" / "config.json").read_text())["cores_per_rank"] == 1
+    # --corun: two lone one-worker runs at once, each with one rank's share and that rank's core and seed.
+    (corun,) = report["coruns"]
+    lone = corun["lone_env_steps_per_s"]
+    assert corun["workers"] == 2 and len(lone) == 2 and corun["env_steps_per_s"] == 2 * min(lone)
+    assert report["corun_ceiling_2"] == round(2 * min(lone) / one["env_steps_per_s"], 3)
+    assert report["share_of_ceiling_2"] == round(two["env_steps_per_s"] / (2 * min(lone)), 3)
+    for rank in (0, 1):
+        lone_run = tmp_path / "runs" / f"corun2_round0_rank{rank}"
+        assert f"cores: rank 0 on {sorted(os.sched_getaffinity(0))[rank]}" in lone_run.with_suffix(".log").read_text()
+        config = json.loads((lone_run / "config.json").read_text())
+        assert (config["num_envs"], config["replay_capacity"], config["learning_starts"], config["seed"]) == \
+            (4, 50_000, 200, rank)
+        # Timed from the first log point with updates (400) to the last but one (1200); the last interval runs
+        # untimed, so a lone run is never timed after its neighbour has stopped.
+        rows = {row["env_steps"]: float(row["wall_time_s"]) for row in csv.DictReader((lone_run / "metrics.csv").open())}
+        assert sorted(rows, key=int) == ["400", "800", "1200", "1600"]
+        assert lone[rank] == pytest.approx(800 / (rows["1200"] - rows["400"]))
 
 
 @pytest.mark.parametrize("arguments, message", [
@@ -116,6 +134,9 @@ def test_worker_scaling_times_one_and_two_bound_workers_in_turns(tmp_path):
     (["--job_num_envs=8"], "--job_num_envs=8: only with --counts_per_rank (whose --num_envs counts per rank); without "
                            "it --num_envs=8 is the job's envs already"),
     (["--", "--num_envz=3"], "the runs' flags: Unknown command line flag 'num_envz'. Did you mean: num_envs ?"),
+    (["--corun", "--", "--rank_scaling=updates", "--train_frequency=3"],
+     "--corun: --rank_scaling=updates with --train_frequency=3: a rank of 2 updates every 3/2 of its env steps, "
+     "which a one-worker run cannot; --corun needs a --train_frequency divisible by the workers"),
 ])
 def test_bad_worker_scaling_arguments_are_one_line(tmp_path, arguments, message):
     cores = len(os.sched_getaffinity(0))

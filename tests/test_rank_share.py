@@ -71,3 +71,22 @@ def test_the_worker_benchmark_times_from_the_job_env_step_of_the_first_update(ch
     from hvd_dqn.benchmark_workers import fill_env_steps
 
     assert fill_env_steps(dataclasses.replace(CARTPOLE, **changes), workers) == fill
+
+
+def test_a_lone_run_is_given_one_ranks_work():
+    """--corun's lone runs (hvd_dqn.measure.corun): one worker with the share one rank of N has, its batch and
+    update frequency under updates, and the target copies the rank makes."""
+    from hvd_dqn.measure.corun import CorunError, core_blocks, rank_alone_flags
+
+    config = dataclasses.replace(CARTPOLE, train_frequency=2, target_update_period=250)
+    assert rank_alone_flags(config, 2) == ["--num_envs=4", "--replay_capacity=50000", "--learning_starts=500",
+                                           "--target_update_period=125"]
+    assert rank_alone_flags(dataclasses.replace(config, scale_schedules_by_workers=False), 2)[-1] == \
+        "--target_update_period=250"
+    updates = dataclasses.replace(config, rank_scaling="updates")
+    assert rank_alone_flags(updates, 2)[3:] == ["--batch_size=64", "--train_frequency=1", "--target_update_period=250"]
+    assert rank_alone_flags(dataclasses.replace(config, counts_per_rank=True), 2, job_num_envs=16)[0] == "--num_envs=8"
+    with pytest.raises(CorunError, match=r"^--rank_scaling=updates with --train_frequency=2: a rank of 4 updates "
+                                         r"every 2/4 of its env steps"):
+        rank_alone_flags(updates, 4)
+    assert core_blocks([5, 3, 4, 2], 2, 2) == [[2, 3], [4, 5]]

@@ -7,7 +7,8 @@
 On this machine (every worker bound to one core, as the worker benchmark and the time studies run) it measures
 the model's three costs (hvd_dqn/measure/cost_model.py): t_act(e) and t_learn(b) for the shapes each worker
 count gives a rank, in a process bound to one core, and t_sync(N), the gradient allreduce across N ranks under
-horovodrun (`hvd_dqn.benchmark`'s). From them it predicts the job's env steps per second for each worker count.
+horovodrun (`hvd_dqn.benchmark`'s); t_learn is then scaled to the update as the trainer makes it, from one
+one-worker training run (`calibrate_learning`). From them it predicts the job's env steps per second for each worker count.
 With --validate it then trains the preset with 1 and N workers in alternating rounds
 (`hvd_dqn.benchmark_workers`'s runs) and reports each prediction's error; with --study, a time study's JSON,
 it predicts the seconds to the study's target from the env steps each worker count took there and sets them
@@ -57,10 +58,12 @@ def measure_costs(args, config, shapes, train_flags) -> dict:
     """t_act and t_learn in a child process bound to one core (binding this process would bind every run it
     starts after), t_sync(N) under horovodrun for each N > 1."""
     python = sys.executable
+    one_worker = cost_model.rank_shape(config.rank_scaling, job_num_envs(config, 1, args.job_num_envs),
+                                       config.batch_size, config.train_frequency, 1)
     with tempfile.TemporaryDirectory(prefix="hvd_dqn_cost_model_") as folder:
         costs_json = os.path.join(folder, "costs.json")
-        envs = sorted({shape.num_envs for shape in shapes.values()})
-        batches = sorted({shape.batch_size for shape in shapes.values()})
+        envs = sorted({shape.num_envs for shape in [one_worker, *shapes.values()]})
+        batches = sorted({shape.batch_size for shape in [one_worker, *shapes.values()]})
         command = [python, "-m", PROGRAM, "--part=costs", f"--flagfile={args.flagfile}",
                    f"--envs={','.join(map(str, envs))}", f"--batches={','.join(map(str, batches))}",
                    f"--round_seconds={args.round_seconds}", f"--rounds={args.rounds}", f"--json={costs_json}",
@@ -74,6 +77,7 @@ def measure_costs(args, config, shapes, train_flags) -> dict:
         costs["act_stage_s"] = costs.pop("act_s")
         costs["act_s"] = {str(num_envs): 1.0 / acting_only_rate(args, config, num_envs, train_flags, folder)
                           for num_envs in envs}
+        calibrate_learning(args, config, one_worker, costs, train_flags, folder)
         costs["sync_s"] = {"1": 0.0}
         for workers, shape in sorted(shapes.items()):
             if workers == 1:
@@ -91,6 +95,29 @@ def measure_costs(args, config, shapes, train_flags) -> dict:
             with open(sync_json) as handle:
                 costs["sync_s"][str(workers)] = json.load(handle)["allreduce_ms_per_update"] / 1000.0
     return costs
+
+
+def calibrate_learning(args, config, one_worker, costs: dict, train_flags, folder: str) -> None:
+    """Scales the stage's t_learn to the update as the trainer makes it. The stage times the learner's step on a
+    memory of its own; the trainer adds what surrounds it (the minibatch thread, the metrics, the target
+    copies, the full-size memory), which made every one-worker prediction about 16% fast. One one-worker run of
+    the preset gives the trainer's seconds per update; less its acting, over the stage's figure at the same
+    batch, that is the factor on t_learn at every batch. The one-worker prediction then repeats this run (its
+    validation checks repeatability); the other worker counts are predicted."""
+    runs_args = SimpleNamespace(workdir=os.path.join(folder, "calibration"), measure_env_steps=args.measure_env_steps,
+                                log_points=5, job_num_envs=args.job_num_envs, cores_per_rank=1,
+                                controller=args.controller, flagfile=args.flagfile)
+    run = run_once(1, 0, runs_args, config, train_flags)
+    trainer_learn_s = (1.0 / run["updates_per_s"]
+                       - one_worker.env_steps_per_update * costs["act_s"][str(one_worker.num_envs)])
+    stage_learn_s = costs["learn_s"][str(one_worker.batch_size)]
+    if trainer_learn_s <= 0:
+        raise BenchmarkError(f"the one-worker calibration run made {run['updates_per_s']:,.1f} updates/s, faster "
+                             "than its acting alone allows; the machine's speed changed under the measurement")
+    costs["learn_scale"] = trainer_learn_s / stage_learn_s
+    costs["learn_stage_s"] = costs.pop("learn_s")
+    costs["learn_s"] = {batch: value * costs["learn_scale"] for batch, value in costs["learn_stage_s"].items()}
+    costs["calibration_run"] = {key: run[key] for key in ("env_steps_per_s", "updates_per_s", "measured_env_steps")}
 
 
 def acting_only_rate(args, config, num_envs: int, train_flags, folder: str) -> float:
@@ -128,7 +155,8 @@ def predictions(shapes, costs) -> dict:
             num_envs_per_rank=shape.num_envs, batch_per_rank=shape.batch_size,
             env_steps_per_update_per_rank=shape.env_steps_per_update,
             act_ms=round(1000 * act, 4), act_stage_ms=round(1000 * costs["act_stage_s"][str(shape.num_envs)], 4),
-            learn_ms=round(1000 * learn, 4), sync_ms=round(1000 * sync, 4),
+            learn_ms=round(1000 * learn, 4), learn_stage_ms=round(1000 * costs["learn_stage_s"][str(shape.batch_size)], 4),
+            sync_ms=round(1000 * sync, 4),
             predicted_env_steps_per_s=round(cost_model.job_env_steps_per_s(shape, act, learn, sync), 1))
     return predicted
 
@@ -216,7 +244,7 @@ def print_predictions(predicted) -> None:
         line = (f"  {workers} worker(s): e={row['num_envs_per_rank']} b={row['batch_per_rank']} "
                 f"F_r={row['env_steps_per_update_per_rank']:g}  t_act {row['act_ms']:.3f} ms (acting path alone "
                 f"{row['act_stage_ms']:.3f})  t_learn "
-                f"{row['learn_ms']:.3f} ms  t_sync {row['sync_ms']:.3f} ms  predicted "
+                f"{row['learn_ms']:.3f} ms (the stage {row['learn_stage_ms']:.3f})  t_sync {row['sync_ms']:.3f} ms  predicted "
                 f"{row['predicted_env_steps_per_s']:,.0f} env steps/s")
         if "measured_env_steps_per_s" in row:
             line += f", measured {row['measured_env_steps_per_s']:,.0f} ({100 * row['error']:+.1f}%)"

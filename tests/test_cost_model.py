@@ -87,6 +87,12 @@ def test_the_command_measures_predicts_and_validates_on_cartpole(tmp_path):
     assert set(costs["act_s"]) == {"4", "8"} and set(costs["learn_s"]) == {"128"}
     assert all(value > 0 for value in [*costs["act_s"].values(), *costs["learn_s"].values(), costs["sync_s"]["2"]])
     assert costs["sync_s"]["1"] == 0.0
+    # t_learn is the stage's figure scaled to the trainer's update: a one-worker run's seconds per update, less
+    # its acting (2 env steps per update at 8 envs), over the stage's figure at its batch of 128.
+    calibration = costs["calibration_run"]
+    trainer_learn_s = 1 / calibration["updates_per_s"] - 2 * costs["act_s"]["8"]
+    assert costs["learn_scale"] == pytest.approx(trainer_learn_s / costs["learn_stage_s"]["128"])
+    assert costs["learn_s"]["128"] == pytest.approx(trainer_learn_s)
     for workers in ("1", "2"):
         row = report["predictions"][workers]
         assert row["predicted_env_steps_per_s"] > 0 and row["measured_env_steps_per_s"] > 0

@@ -311,12 +311,14 @@ def main(argv=None) -> int:
             if max(workers_list) > cores:
                 raise BenchmarkError(f"--workers={args.workers}: one core per worker needs {max(workers_list)} "
                                      f"cores; this machine has {cores} (--paper predicts beyond it)")
-            study = load_study(args.study) if args.study else None
-            shapes = shapes_for(config, workers_list, args.job_num_envs)
+            # The runs' shared check first, so a split that does not fit is named as the other measuring
+            # commands name it; rank_shape keeps its own check for --paper's layouts.
             problem = problem_with_runs(config, workers_list, f"--workers={args.workers}", args.job_num_envs,
                                         train_flags)
             if problem:
                 raise BenchmarkError(problem)
+            study = load_study(args.study) if args.study else None
+            shapes = shapes_for(config, workers_list, args.job_num_envs)
             costs = measure_costs(args, config, shapes, train_flags)
             predicted = predictions(shapes, costs)
             report = {"flagfile": args.flagfile, "train_flags": train_flags, "rank_scaling": config.rank_scaling,

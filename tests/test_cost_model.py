@@ -114,7 +114,8 @@ def test_the_paper_table_prints_every_assumption(tmp_path):
     (["--workers=0"], "--workers=0: must list distinct positive worker counts, e.g. 1,2"),
     (["--workers=1,{more}"], "--workers=1,{more}: one core per worker needs {more} cores; this machine has {cores} "
                              "(--paper predicts beyond it)"),
-    (["--", "--rank_scaling=updates", "--batch_size=127"], "--batch_size=127 does not split evenly over 2 workers"),
+    (["--", "--rank_scaling=updates", "--batch_size=127"],
+     "--workers=1,2: --rank_scaling=updates: --batch_size=127 (the global batch) must split evenly over the 2 ranks"),
     (["--rounds=0"], "--round_seconds, --rounds, --validate_rounds and --measure_env_steps must be positive"),
     (["--study=/nonexistent/study.json"], "--study=/nonexistent/study.json: cannot read it"),
 ])

@@ -161,7 +161,8 @@ def summarise_corun(coruns, runs, base: int) -> dict:
         rate_of = {(run["workers"], run["round"]): run["env_steps_per_s"] for run in runs}
         ceilings = [corun_run["env_steps_per_s"] / rate_of[(base, corun_run["round"])] for corun_run in mine]
         shares = [rate_of[(workers, corun_run["round"])] / corun_run["env_steps_per_s"] for corun_run in mine]
-        figures[f"corun_env_steps_per_s_{workers}"] = round(statistics.median(run["env_steps_per_s"] for run in mine), 1)
+        median_rate = statistics.median(corun_run["env_steps_per_s"] for corun_run in mine)
+        figures[f"corun_env_steps_per_s_{workers}"] = round(median_rate, 1)
         figures[f"corun_ceiling_{workers}"] = round(statistics.median(ceilings), 3)
         figures[f"share_of_ceiling_{workers}"] = round(statistics.median(shares), 3)
     return figures

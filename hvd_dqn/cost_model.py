@@ -8,8 +8,8 @@ On this machine (every worker bound to one core, as the worker benchmark and the
 the model's three costs (hvd_dqn/measure/cost_model.py): t_act(e) and t_learn(b) for the shapes each worker
 count gives a rank, in a process bound to one core, and t_sync(N), the gradient allreduce across N ranks under
 horovodrun (`hvd_dqn.benchmark`'s); t_learn is then scaled to the update as the trainer makes it, from one
-one-worker training run (`calibrate_learning`). From them it predicts the job's env steps per second for each worker count.
-With --validate it then trains the preset with 1 and N workers in alternating rounds
+one-worker training run (`calibrate_learning`). From them it predicts the job's env steps per second for each
+worker count. With --validate it then trains the preset with 1 and N workers in alternating rounds
 (`hvd_dqn.benchmark_workers`'s runs) and reports each prediction's error; with --study, a time study's JSON,
 it predicts the seconds to the study's target from the env steps each worker count took there and sets them
 beside the measured ones. With --paper it prints the same formula's figures for GPU nodes and clusters from
@@ -155,7 +155,8 @@ def predictions(shapes, costs) -> dict:
             num_envs_per_rank=shape.num_envs, batch_per_rank=shape.batch_size,
             env_steps_per_update_per_rank=shape.env_steps_per_update,
             act_ms=round(1000 * act, 4), act_stage_ms=round(1000 * costs["act_stage_s"][str(shape.num_envs)], 4),
-            learn_ms=round(1000 * learn, 4), learn_stage_ms=round(1000 * costs["learn_stage_s"][str(shape.batch_size)], 4),
+            learn_ms=round(1000 * learn, 4),
+            learn_stage_ms=round(1000 * costs["learn_stage_s"][str(shape.batch_size)], 4),
             sync_ms=round(1000 * sync, 4),
             predicted_env_steps_per_s=round(cost_model.job_env_steps_per_s(shape, act, learn, sync), 1))
     return predicted
@@ -244,7 +245,8 @@ def print_predictions(predicted) -> None:
         line = (f"  {workers} worker(s): e={row['num_envs_per_rank']} b={row['batch_per_rank']} "
                 f"F_r={row['env_steps_per_update_per_rank']:g}  t_act {row['act_ms']:.3f} ms (acting path alone "
                 f"{row['act_stage_ms']:.3f})  t_learn "
-                f"{row['learn_ms']:.3f} ms (the stage {row['learn_stage_ms']:.3f})  t_sync {row['sync_ms']:.3f} ms  predicted "
+                f"{row['learn_ms']:.3f} ms (the stage {row['learn_stage_ms']:.3f})  t_sync {row['sync_ms']:.3f} ms  "
+                f"predicted "
                 f"{row['predicted_env_steps_per_s']:,.0f} env steps/s")
         if "measured_env_steps_per_s" in row:
             line += f", measured {row['measured_env_steps_per_s']:,.0f} ({100 * row['error']:+.1f}%)"

@@ -4,9 +4,9 @@ nothing linking them.
 
 A synchronous job goes at the pace of its slowest rank, so N x the slowest lone run's env steps per second is
 what N workers could reach here if exchanging gradients cost nothing. Against one worker, that is the ceiling
-the cores themselves set (`hvd_dqn.benchmark_workers --corun`): on a VM whose cores slow each other down when
-both are busy (shared caches, memory bandwidth, the host's other guests), it is below N even before Horovod
-exchanges a byte, and the gap between it and the measured speed-up is what the exchange and the waiting cost.
+the cores themselves set (`hvd_dqn.benchmark_workers --corun`). Where cores slow each other down when both are
+busy (shared caches, memory bandwidth, a VM host's other guests) it falls below N before Horovod exchanges a
+byte; the gap between it and the measured speed-up is what the exchange and the waiting cost.
 """
 from __future__ import annotations
 

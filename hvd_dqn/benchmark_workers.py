@@ -86,13 +86,19 @@ def measured_rates(metrics_path: str, untimed_tail: int = 0):
     return env_steps / seconds, updates / seconds, env_steps
 
 
+def run_length(fill: int, measure_env_steps: int, log_points: int, untimed_intervals: int = 0):
+    """(log interval, total env steps) of a run timed over `measure_env_steps` in `log_points` intervals from the
+    first log point after its memory fill of `fill` env steps (the first with updates), then running
+    `untimed_intervals` more."""
+    log_interval = max(1, measure_env_steps // log_points)
+    first_learning_log = (fill // log_interval + 1) * log_interval
+    return log_interval, first_learning_log + log_interval * (log_points + untimed_intervals)
+
+
 def run_once(workers: int, round_index: int, args, config, train_flags) -> dict:
     logdir = os.path.join(args.workdir, f"workers{workers}_round{round_index}")
     shutil.rmtree(logdir, ignore_errors=True)
-    log_interval = max(1, args.measure_env_steps // args.log_points)
-    # Timed: from the first log point after the memory fill (the first with updates) to the end of the run.
-    first_learning_log = (fill_env_steps(config, workers) // log_interval + 1) * log_interval
-    total = first_learning_log + log_interval * args.log_points
+    log_interval, total = run_length(fill_env_steps(config, workers), args.measure_env_steps, args.log_points)
     if args.job_num_envs is not None:
         train_flags = [*train_flags, f"--num_envs={args.job_num_envs // workers}"]
     command = command_for(workers, args, logdir, total, log_interval, train_flags)
@@ -125,9 +131,8 @@ def run_corun(workers: int, round_index: int, args, config, train_flags) -> dict
     from hvd_dqn.measure import corun
 
     lone_flags = corun_flags(config, workers, args.job_num_envs)
-    log_interval = max(1, args.measure_env_steps // workers // args.log_points)
-    first_learning_log = (rank_learning_starts(config, workers) // log_interval + 1) * log_interval
-    total = first_learning_log + log_interval * (args.log_points + 1)
+    log_interval, total = run_length(rank_learning_starts(config, workers), args.measure_env_steps // workers,
+                                     args.log_points, untimed_intervals=1)
     os.makedirs(args.workdir, exist_ok=True)
     environment = distributed.launcher_environment()
     started = []
@@ -156,9 +161,9 @@ def summarise_corun(coruns, runs, base: int) -> dict:
     """corun_env_steps_per_s_<N>, corun_ceiling_<N> (over the base's rate in the same round) and
     share_of_ceiling_<N> (the workers' speed-up over the ceiling, round by round), as medians."""
     figures = {}
+    rate_of = {(run["workers"], run["round"]): run["env_steps_per_s"] for run in runs}
     for workers in sorted({corun_run["workers"] for corun_run in coruns}):
         mine = [corun_run for corun_run in coruns if corun_run["workers"] == workers]
-        rate_of = {(run["workers"], run["round"]): run["env_steps_per_s"] for run in runs}
         ceilings = [corun_run["env_steps_per_s"] / rate_of[(base, corun_run["round"])] for corun_run in mine]
         shares = [rate_of[(workers, corun_run["round"])] / corun_run["env_steps_per_s"] for corun_run in mine]
         median_rate = statistics.median(corun_run["env_steps_per_s"] for corun_run in mine)

@@ -97,6 +97,14 @@ def measure_costs(args, config, shapes, train_flags) -> dict:
     return costs
 
 
+def benchmark_runs_args(args, workdir: str) -> SimpleNamespace:
+    """What `hvd_dqn.benchmark_workers.run_once` reads from its arguments, for this command's training runs (the
+    calibration and the validation): every worker bound to one core, 5 log points in the timed env steps."""
+    return SimpleNamespace(workdir=workdir, measure_env_steps=args.measure_env_steps, log_points=5,
+                           job_num_envs=args.job_num_envs, cores_per_rank=1, controller=args.controller,
+                           flagfile=args.flagfile)
+
+
 def calibrate_learning(args, config, one_worker, costs: dict, train_flags, folder: str) -> None:
     """Scales the stage's t_learn to the update as the trainer makes it. The stage times the learner's step on a
     memory of its own; the trainer adds what surrounds it (the minibatch thread, the metrics, the target
@@ -104,9 +112,7 @@ def calibrate_learning(args, config, one_worker, costs: dict, train_flags, folde
     the preset gives the trainer's seconds per update; less its acting, over the stage's figure at the same
     batch, that is the factor on t_learn at every batch. The one-worker prediction then repeats this run (its
     validation checks repeatability); the other worker counts are predicted."""
-    runs_args = SimpleNamespace(workdir=os.path.join(folder, "calibration"), measure_env_steps=args.measure_env_steps,
-                                log_points=5, job_num_envs=args.job_num_envs, cores_per_rank=1,
-                                controller=args.controller, flagfile=args.flagfile)
+    runs_args = benchmark_runs_args(args, os.path.join(folder, "calibration"))
     run = run_once(1, 0, runs_args, config, train_flags)
     trainer_learn_s = (1.0 / run["updates_per_s"]
                        - one_worker.env_steps_per_update * costs["act_s"][str(one_worker.num_envs)])
@@ -164,10 +170,7 @@ def predictions(shapes, costs) -> dict:
 
 def validate(args, config, workers_list, train_flags, predicted) -> dict:
     """The preset trained by each worker count in alternating rounds; each prediction's error."""
-    runs_args = SimpleNamespace(workdir=args.workdir or tempfile.mkdtemp(prefix="hvd_dqn_cost_model_runs_"),
-                                measure_env_steps=args.measure_env_steps, log_points=5,
-                                job_num_envs=args.job_num_envs, cores_per_rank=1, controller=args.controller,
-                                flagfile=args.flagfile)
+    runs_args = benchmark_runs_args(args, args.workdir or tempfile.mkdtemp(prefix="hvd_dqn_cost_model_runs_"))
     runs = []
     for round_index in range(args.validate_rounds):
         for workers in workers_list:

@@ -176,15 +176,15 @@ def cost_model_costs(config, env_counts, batch_sizes, seconds: float, rounds: in
                      replay_rows: int = 50_000) -> dict:
     """The cost model's per-rank costs on this process (hvd_dqn.measure.cost_model): t_act(e), seconds per env
     step of the acting path with e envs, for each of `env_counts`, and t_learn(b), seconds per update as a
-    rank makes it alone (a minibatch of b drawn from a full memory, the gradient step, new priorities under
-    prioritised replay), for each of `batch_sizes`. Medians of alternating rounds."""
+    rank makes it alone (a minibatch of b drawn from a full memory, the gradient step with the config's
+    optimizer, new priorities under prioritised replay), for each of `batch_sizes`. Medians of alternating
+    rounds."""
     import tensorflow as tf
 
-    from hvd_dqn.agent.learner import DQNLearner, make_optimizer
     from hvd_dqn.agent.networks import q_network_for
     from hvd_dqn.agent.policy import EpsilonGreedyActor, act_and_store
     from hvd_dqn.envs import env_seeds, make_env_for, spec_of
-    from hvd_dqn.run.learning_side import make_replay_memory
+    from hvd_dqn.run.learning_side import make_learner, make_replay_memory
 
     tf.keras.utils.set_random_seed(config.seed)
     rng = np.random.default_rng(config.seed)
@@ -211,9 +211,7 @@ def cost_model_costs(config, env_counts, batch_sizes, seconds: float, rounds: in
 
     replay = make_replay_memory(config, spec, num_envs=1, capacity=min(config.replay_capacity, replay_rows))
     fill_replay(replay, spec, 1, rng)
-    learner = DQNLearner(online, target, make_optimizer(config.learning_rate, config.adam_epsilon,
-                                                        config.max_grad_norm, 1, False, 0),
-                         config.double_dqn, config.huber_delta)
+    learner = make_learner(config, online, target, 1)  # the update as one worker's trainer makes it
     learning = {}
     for batch_size in batch_sizes:
         def learn_step(batch_size=batch_size):

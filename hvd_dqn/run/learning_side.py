@@ -11,12 +11,12 @@ import functools
 
 import numpy as np
 
-from hvd_dqn.agent.learner import DQNLearner
+from hvd_dqn.agent.learner import DQNLearner, make_optimizer
 from hvd_dqn.agent.networks import is_image_observation
 from hvd_dqn.agent.policy import store_step
-from hvd_dqn.agent.schedules import LinearSchedule
+from hvd_dqn.agent.schedules import LinearSchedule, update_counted_schedules
 from hvd_dqn.config import TrainConfig
-from hvd_dqn.rank_split import rank_learning_starts
+from hvd_dqn.rank_split import rank_learning_starts, scales_lr
 from hvd_dqn.replay.frames import FrameReplayMemory
 from hvd_dqn.replay.memory import PrioritySettings, ReplayMemory
 from hvd_dqn.replay.prefetch import minibatches
@@ -114,3 +114,21 @@ def make_replay_memory(config: TrainConfig, spec, num_envs: int = None, capacity
     dtype = np.bool_ if spec.observation_dtype == np.bool_ else np.float32
     return ReplayMemory(capacity, num_envs, spec.observation_shape, dtype,
                         config.gamma, config.n_step, priority)
+
+
+def make_learner(config: TrainConfig, online, target, world_size: int, distributed: bool = True) -> DQNLearner:
+    """The learner a rank of a job of `world_size` ranks trains with: the config's optimizer and step size (scaled
+    to the ranks where the config says so), its loss and targets, and Horovod's DistributedOptimizer around the
+    optimizer (unless distributed=False: the same update without the allreduce, which the measuring commands
+    compare with it)."""
+    schedules = update_counted_schedules(config, world_size)
+    optimizer = make_optimizer(config.learning_rate, config.adam_epsilon, config.max_grad_norm, world_size,
+                               scales_lr(config), schedules.lr_warmup_updates, distributed=distributed,
+                               elastic=config.elastic, fp16_allreduce=config.fp16_allreduce,
+                               mixed_precision=config.mixed_precision, optimizer=config.optimizer,
+                               rmsprop_rho=config.rmsprop_rho, rmsprop_epsilon=config.rmsprop_epsilon,
+                               rmsprop_centered=config.rmsprop_centered, lr_scale_rule=config.lr_scale_rule,
+                               learning_rate_end=config.learning_rate_end,
+                               lr_decay_updates=schedules.lr_decay_updates)
+    return DQNLearner(online, target, optimizer, config.double_dqn, config.huber_delta, xla=config.xla,
+                      fp16_allreduce=config.fp16_allreduce, loss=config.loss, grouped_allreduce=not config.elastic)

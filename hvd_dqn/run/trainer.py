@@ -17,18 +17,18 @@ import tensorflow as tf
 from absl import logging
 
 from hvd_dqn.agent.episodes import run_episodes
-from hvd_dqn.agent.learner import DQNLearner, current_learning_rate, make_optimizer
+from hvd_dqn.agent.learner import current_learning_rate
 from hvd_dqn.agent.networks import q_network_for
 from hvd_dqn.agent.policy import EpsilonGreedyActor
 from hvd_dqn.agent.schedules import LinearSchedule, apex_epsilons, update_counted_schedules
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_outside_python
 from hvd_dqn.logdir import storage
-from hvd_dqn.rank_split import check_world, rank_share, scales_lr
+from hvd_dqn.rank_split import check_world, rank_share
 from hvd_dqn.run import distributed
 from hvd_dqn.run.acting_side import ActingSide, Experience
 from hvd_dqn.run.elastic import run_elastic
-from hvd_dqn.run.learning_side import LearningSide, make_replay_memory
+from hvd_dqn.run.learning_side import LearningSide, make_learner, make_replay_memory
 from hvd_dqn.run.memory_check import check_replay_fits
 from hvd_dqn.run.metrics import EpisodeTracker, MetricsWriter, RankMetrics, log_settings
 from hvd_dqn.run.pipeline import ActingPipeline, lead_iterations
@@ -73,9 +73,7 @@ class Trainer:
         check_replay_fits(config, spec, num_envs, replay_capacity, self.world)  # before anything big is allocated
         online, target = (q_network_for(config, spec, name) for name in ("online", "target"))
         self.schedules = update_counted_schedules(config, self.world.size)
-        self.learner = DQNLearner(online, target, self._optimizer(), config.double_dqn, config.huber_delta,
-                                  xla=config.xla, fp16_allreduce=config.fp16_allreduce, loss=config.loss,
-                                  grouped_allreduce=not config.elastic)
+        self.learner = make_learner(config, online, target, self.world.size)
         self.rank_metrics = RankMetrics()
         self.learning = LearningSide(config, self.learner, make_replay_memory(config, spec, num_envs, replay_capacity),
                                      sample_rng, num_envs, self.rank_metrics, self.schedules.target_update_period)
@@ -104,16 +102,6 @@ class Trainer:
         self.settings_logged = False
         self.resumed_log = False  # rank 0's first writer of a resumed job sets aside rows after the checkpoint
         self.commit = None  # with --elastic: commits the training state (hvd_dqn.run.elastic)
-
-    def _optimizer(self):
-        config = self.config
-        return make_optimizer(config.learning_rate, config.adam_epsilon, config.max_grad_norm, self.world.size,
-                              scales_lr(config), self.schedules.lr_warmup_updates, elastic=config.elastic,
-                              fp16_allreduce=config.fp16_allreduce, mixed_precision=config.mixed_precision,
-                              optimizer=config.optimizer, rmsprop_rho=config.rmsprop_rho,
-                              rmsprop_epsilon=config.rmsprop_epsilon, rmsprop_centered=config.rmsprop_centered,
-                              lr_scale_rule=config.lr_scale_rule, learning_rate_end=config.learning_rate_end,
-                              lr_decay_updates=self.schedules.lr_decay_updates)
 
     @property
     def env_steps_per_iteration(self) -> int:

@@ -28,7 +28,11 @@ Under horovodrun with two or more ranks (`scripts/benchmark.sh` runs both), it m
 allreduce instead and adds to --json: allreduce_ms_per_update (the Q-network's gradients, averaged across
 ranks as DistributedOptimizer does, Horovod's tensor fusion included), gradient_bytes_per_update,
 loopback_bytes_per_s (a TCP stream through 127.0.0.1) and ring_allreduce_ms_predicted, the ring algorithm's
-2(N-1)/N x bytes / bandwidth on that bandwidth.
+2(N-1)/N x bytes / bandwidth on that bandwidth. With --exchange_batch_size it first times the trainer's own
+update with its exchange (update_exchanged_ms) against the same update without it (update_alone_ms), in
+alternating rounds on every rank at once; exchange_in_update_ms, the difference, is what the exchange costs a
+rank inside a real update (the cost model's t_sync). exchanged_ranks_agree and alone_ranks_agree say whether the
+ranks' networks were still equal after those updates, as they must be with the exchange and cannot be without.
 As issue 7 specifies, the stages get one core's worth of threads each (TensorFlow intra/inter-op threads 1,
 emulator threads 1), as they would share a machine whose learner has a GPU of its own. The full-training figures
 are taken in a child process whose TensorFlow has two inter-op threads, one for each side of the pipeline
@@ -55,6 +59,11 @@ flags.DEFINE_enum("part", "all", ["all", "training"], "Internal: the benchmark r
                   "child process of its own with --part=training (TensorFlow's thread pools are per process).")
 flags.DEFINE_float("allreduce_busy_ms", 0.0, "Under horovodrun: milliseconds each rank keeps its core busy before "
                    "each timed allreduce (its acting and update in training); 0: back to back.")
+flags.DEFINE_integer("exchange_batch_size", 0, "Under horovodrun: also time the trainer's own update on minibatches of "
+                     "this size with and without its gradient exchange (exchange_in_update_ms, the cost model's "
+                     "t_sync); 0: not.")
+flags.DEFINE_float("exchange_acting_ms", 0.0, "With --exchange_batch_size: milliseconds each rank keeps its core busy "
+                   "before each update (its acting in training).")
 flags.DEFINE_integer("balanced_train_frequency", 1, "Internal, with --part=training: the balanced ratio to time.")
 FLAGS = flags.FLAGS
 PROGRAM = "hvd_dqn.benchmark"
@@ -84,10 +93,19 @@ def main(argv) -> None:
     if hvd.size() > 1:
         from hvd_dqn.measure.allreduce import allreduce_rates
 
-        results = allreduce_rates(config, FLAGS.round_seconds, FLAGS.rounds, FLAGS.allreduce_busy_ms / 1000.0)
+        results, keys = {}, ALLREDUCE_KEYS
+        if FLAGS.exchange_batch_size > 0:
+            from hvd_dqn.measure.allreduce import exchange_in_update
+
+            try:
+                results = exchange_in_update(config, FLAGS.exchange_batch_size, FLAGS.round_seconds, FLAGS.rounds,
+                                             FLAGS.exchange_acting_ms / 1000.0)
+            except ValueError as error:
+                _fail(str(error))
+            keys += EXCHANGE_KEYS
+        results.update(allreduce_rates(config, FLAGS.round_seconds, FLAGS.rounds, FLAGS.allreduce_busy_ms / 1000.0))
         if hvd.rank() != 0:
             return
-        keys = ALLREDUCE_KEYS
         if FLAGS.json and os.path.exists(FLAGS.json):  # beside the single-process figures of the same preset
             try:
                 with open(FLAGS.json) as handle:
@@ -118,6 +136,8 @@ SINGLE_PROCESS_KEYS = (
 
 ALLREDUCE_KEYS = ("ranks", "gradient_bytes_per_update", "allreduce_ms_per_update", "loopback_bytes_per_s",
                   "ring_allreduce_ms_predicted")
+EXCHANGE_KEYS = ("exchange_batch_size", "update_exchanged_ms", "update_alone_ms", "exchange_in_update_ms",
+                 "exchanged_ranks_agree", "alone_ranks_agree")
 
 
 def format_table(results: dict, keys=SINGLE_PROCESS_KEYS) -> str:
@@ -125,7 +145,10 @@ def format_table(results: dict, keys=SINGLE_PROCESS_KEYS) -> str:
              f"median of {FLAGS.rounds} alternating rounds of {FLAGS.round_seconds:g} s"]
     for key in keys:
         value = results[key]
-        text = f"{value:,.2f}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value)
+        if isinstance(value, bool):
+            text = "yes" if value else "no"
+        else:
+            text = f"{value:,.2f}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value)
         lines.append(f"  {key:<30} {text:>16}")
     return "\n".join(lines)
 

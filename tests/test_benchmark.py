@@ -52,7 +52,8 @@ def test_two_ranks_measure_the_gradient_allreduce_beside_the_ring_formula(tmp_pa
     report = tmp_path / "bench.json"
     report.write_text(json.dumps({"env_raw_steps_per_s": 123.0}))  # the single-process part's figures stay
     result = horovodrun(2, [PYTHON, "-m", "hvd_dqn.benchmark", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-                            "--hidden_sizes=64,64", "--round_seconds=0.3", "--rounds=2", f"--json={report}"],
+                            "--hidden_sizes=64,64", "--round_seconds=0.3", "--rounds=2", "--exchange_batch_size=16",
+                            "--exchange_acting_ms=0.05", f"--json={report}"],
                         timeout=300)
     results = json.loads(report.read_text())
     assert results["env_raw_steps_per_s"] == 123.0 and results["ranks"] == 2
@@ -62,6 +63,13 @@ def test_two_ranks_measure_the_gradient_allreduce_beside_the_ring_formula(tmp_pa
     assert results["ring_allreduce_ms_predicted"] == pytest.approx(
         1000 * 2 * (2 - 1) / 2 * results["gradient_bytes_per_update"] / results["loopback_bytes_per_s"])
     assert "allreduce_ms_per_update" in result.stdout
+    # The exchange inside the trainer's own update: the update with DistributedOptimizer's allreduce against the
+    # same update without it. Only the first kept the ranks' networks equal, so each timed what it claims.
+    assert results["exchange_batch_size"] == 16 and results["exchange_acting_ms"] == 0.05
+    assert results["update_exchanged_ms"] > 0 and results["update_alone_ms"] > 0
+    assert results["exchange_in_update_ms"] == pytest.approx(results["update_exchanged_ms"] - results["update_alone_ms"])
+    assert results["exchanged_ranks_agree"] is True and results["alone_ranks_agree"] is False
+    assert "exchange_in_update_ms" in result.stdout and "exchanged_ranks_agree" in result.stdout
 
 
 def test_thread_sweep_times_each_setting_in_turns_and_names_the_fastest(tmp_path):

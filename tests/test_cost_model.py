@@ -86,7 +86,7 @@ def test_the_command_measures_predicts_and_validates_on_cartpole(tmp_path):
     # split), a whole batch of 128 each; the allreduce only where there is more than one worker.
     assert set(costs["act_s"]) == {"4", "8"} and set(costs["learn_s"]) == {"128"}
     assert all(value > 0 for value in [*costs["act_s"].values(), *costs["learn_s"].values(), costs["sync_s"]["2"]])
-    assert costs["sync_s"]["1"] == 0.0
+    assert costs["sync_s"]["1"] == 0.0 and costs["sync_bare_s"]["1"] == 0.0 and costs["sync_bare_s"]["2"] > 0
     # t_learn is the stage's figure scaled to the trainer's update: a one-worker run's seconds per update, less
     # its acting (2 env steps per update at 8 envs), over the stage's figure at its batch of 128.
     calibration = costs["calibration_run"]
@@ -97,6 +97,14 @@ def test_the_command_measures_predicts_and_validates_on_cartpole(tmp_path):
         row = report["predictions"][workers]
         assert row["predicted_env_steps_per_s"] > 0 and row["measured_env_steps_per_s"] > 0
         assert row["error"] == round(row["predicted_env_steps_per_s"] / row["measured_env_steps_per_s"] - 1, 3)
+        # t_sync is the exchange inside the update (the benchmark's exchange_in_update_ms); the bare allreduce
+        # is reported beside it.
+        assert row["sync_ms"] == round(1000 * costs["sync_s"][workers], 4)
+        assert row["sync_bare_ms"] == round(1000 * costs["sync_bare_s"][workers], 4)
+        shape = cost_model.RankShape(int(workers), row["num_envs_per_rank"], row["batch_per_rank"],
+                                     row["env_steps_per_update_per_rank"])
+        assert row["predicted_env_steps_per_s"] == round(cost_model.job_env_steps_per_s(
+            shape, costs["act_s"][str(shape.num_envs)], costs["learn_s"]["128"], costs["sync_s"][workers]), 1)
     assert "2 worker(s): e=4 b=128 F_r=2" in result.stdout and "measured" in result.stdout
 
 
@@ -118,6 +126,9 @@ def test_the_paper_table_prints_every_assumption(tmp_path):
      "--workers=1,2: --rank_scaling=updates: --batch_size=127 (the global batch) must split evenly over the 2 ranks"),
     (["--rounds=0"], "--round_seconds, --rounds, --validate_rounds and --measure_env_steps must be positive"),
     (["--study=/nonexistent/study.json"], "--study=/nonexistent/study.json: cannot read it"),
+    (["--", "--mixed_precision"], "--mixed_precision: its loss-scaled update always averages the gradients across "
+                                  "ranks, so t_sync (the update with its exchange against the same update without) "
+                                  "cannot be measured"),
 ])
 def test_bad_arguments_are_one_line(arguments, message):
     cores = len(os.sched_getaffinity(0))

@@ -14,7 +14,10 @@ Each worker (rank) repeats the same cycle, and the cycles of all ranks meet at t
   the emulators' step, the replay insert), per env step.
 - t_learn(b): one update as a rank makes it alone: a minibatch of b drawn from replay, the gradient step,
   the priorities written back (prioritised replay).
-- t_sync(N): the gradient allreduce across N ranks with Horovod's negotiation (0 for one worker).
+- t_sync(N): what the gradient exchange across N ranks adds to a rank's update (0 for one worker): the
+  allreduce with Horovod's negotiation, and on a rank's one core also the allreduce op's own work and Horovod's
+  background thread competing with the update. Measured here as the update with the exchange less the update
+  without it; on paper (GPUs) as the ring algorithm's time plus the negotiation.
 
 The terms add up because a rank bound to one core does them one after another (the pipeline's acting thread
 shares that core; on a GPU node, acting and learning overlap, which `overlap=True` models as the larger of

@@ -15,6 +15,7 @@ import subprocess
 from typing import List, Sequence
 
 from hvd_dqn.config import TrainConfig
+from hvd_dqn.measure.cost_model import rank_shape
 from hvd_dqn.rank_split import counts_are_per_rank, rank_learning_starts, rank_share
 
 
@@ -35,13 +36,14 @@ def rank_alone_flags(config: TrainConfig, workers: int, job_num_envs=None) -> Li
         flags = [f"--num_envs={envs}", f"--replay_capacity={capacity}",
                  f"--learning_starts={rank_learning_starts(config, workers)}"]
     if config.rank_scaling == "updates" and workers > 1:
-        # A rank draws 1/N of the batch and updates once per F/N of its own env steps.
-        if config.train_frequency % workers:
+        # The rank's minibatch and env steps per update, by the cost model's rule for the mode (1/N of the batch,
+        # one update per F/N of its own env steps); envs do not change them, so one per rank stands in.
+        shape = rank_shape(config.rank_scaling, workers, config.batch_size, config.train_frequency, workers)
+        if shape.env_steps_per_update != int(shape.env_steps_per_update):
             raise CorunError(f"--rank_scaling=updates with --train_frequency={config.train_frequency}: a rank of "
                              f"{workers} updates every {config.train_frequency}/{workers} of its env steps, which "
                              "a one-worker run cannot; --corun needs a --train_frequency divisible by the workers")
-        flags += [f"--batch_size={config.batch_size // workers}",
-                  f"--train_frequency={config.train_frequency // workers}"]
+        flags += [f"--batch_size={shape.batch_size}", f"--train_frequency={int(shape.env_steps_per_update)}"]
     flags.append(f"--target_update_period={update_counted_schedules(config, workers).target_update_period}")
     return flags
 

@@ -59,14 +59,18 @@ def allreduce_rates(config, seconds: float, rounds: int, busy_s: float = 0.0) ->
             if bandwidth else None}
 
 
+BLOCK_S = 0.15  # seconds of updates per timed block of exchange_in_update
+
+
 def exchange_in_update(config, batch_size: int, seconds: float, rounds: int, acting_s: float) -> dict:
     """Collective: what the gradient exchange adds to the trainer's own update at this job's size, the cost
     model's t_sync. Each rank times the update a rank of the job makes (the config's network, loss and optimizer
     on a minibatch of `batch_size` from a memory of its own, with Horovod's DistributedOptimizer) against the same
-    update without the allreduce, in alternating rounds, all ranks at once; before each update it keeps its core
-    busy for `acting_s`, as its acting does in training. The difference holds all the exchange costs the rank:
-    TensorFlow's allreduce op and its copies, Horovod's background thread on the rank's core, the wait for the
-    slower rank; a bare allreduce (`allreduce_rates`) sees only part of it (issue 31's stop-42 finding)."""
+    update without the allreduce, in alternating blocks, all ranks at once, `rounds` x `seconds` of both in all;
+    before each update it keeps its core busy for `acting_s`, as its acting does in training. The difference
+    holds all that the exchange costs the rank: TensorFlow's allreduce op and its copies, Horovod's background
+    thread on the rank's core, the wait for the slower rank. A bare allreduce (`allreduce_rates`) sees only part
+    of it (issue 31, stop 42)."""
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
@@ -104,23 +108,30 @@ def exchange_in_update(config, batch_size: int, seconds: float, rounds: int, act
     steps = {name: (lambda learner=learner: update(learner)) for name, learner in learners.items()}
     for step in steps.values():
         step()  # trace each update (and negotiate the exchange) outside the timing
-    calls = _calls_per_round(steps["exchanged"], seconds)
+    # This machine's speed drifts by tens of percent within minutes, more than the exchange costs: the two
+    # updates are timed in short adjacent blocks (about BLOCK_S each), and the exchange is the median of the
+    # blocks' paired differences, so a drift slower than a block cancels.
+    calls = _calls_per_round(steps["exchanged"], BLOCK_S)
+    pairs = max(3, int(round(rounds * seconds / (2 * BLOCK_S))))
     seconds_per_update = {name: [] for name in steps}
-    for _ in range(rounds):
+    for _ in range(pairs):
         for name, step in steps.items():
-            hvd.broadcast_object(0, root_rank=0, name=f"exchange_round_{name}")  # every rank starts the round at once
+            hvd.broadcast_object(0, root_rank=0, name=f"exchange_block_{name}")  # every rank starts the block at once
             start = time.perf_counter()
             for _ in range(calls):
                 step()
             seconds_per_update[name].append((time.perf_counter() - start) / calls - acting_s)
     exchanged, alone = (float(np.median(seconds_per_update[name])) for name in ("exchanged", "alone"))
+    differences = np.subtract(seconds_per_update["exchanged"], seconds_per_update["alone"])
     # Proof that the two timed updates are what they claim: after the same number of steps on each rank's own
     # minibatches, the ranks' exchanged networks are still equal and their lone ones are not.
     agree = {name: len(set(hvd.allgather_object(_weights_digest(learner), name=f"exchange_digest_{name}"))) == 1
              for name, learner in learners.items()}
     return {"exchange_batch_size": batch_size, "exchange_acting_ms": 1000.0 * acting_s,
             "update_exchanged_ms": 1000.0 * exchanged, "update_alone_ms": 1000.0 * alone,
-            "exchange_in_update_ms": 1000.0 * (exchanged - alone),
+            "exchange_in_update_ms": 1000.0 * float(np.median(differences)), "exchange_block_pairs": pairs,
+            "update_exchanged_blocks_ms": [1000.0 * value for value in seconds_per_update["exchanged"]],
+            "update_alone_blocks_ms": [1000.0 * value for value in seconds_per_update["alone"]],
             "exchanged_ranks_agree": agree["exchanged"], "alone_ranks_agree": agree["alone"]}
 
 

@@ -29,10 +29,11 @@ allreduce instead and adds to --json: allreduce_ms_per_update (the Q-network's g
 ranks as DistributedOptimizer does, Horovod's tensor fusion included), gradient_bytes_per_update,
 loopback_bytes_per_s (a TCP stream through 127.0.0.1) and ring_allreduce_ms_predicted, the ring algorithm's
 2(N-1)/N x bytes / bandwidth on that bandwidth. With --exchange_batch_size it first times the trainer's own
-update with its exchange (update_exchanged_ms) against the same update without it (update_alone_ms), in
-alternating rounds on every rank at once; exchange_in_update_ms, the difference, is what the exchange costs a
-rank inside a real update (the cost model's t_sync). exchanged_ranks_agree and alone_ranks_agree say whether the
-ranks' networks were still equal after those updates, as they must be with the exchange and cannot be without.
+update with its exchange (update_exchanged_ms) against the same update without it (update_alone_ms), in short
+adjacent blocks on every rank at once; exchange_in_update_ms, the median of the blocks' paired differences, is
+what the exchange costs a rank inside a real update (the cost model's t_sync). exchanged_ranks_agree and
+alone_ranks_agree say whether the ranks' networks were still equal after those updates, as they must be with the
+exchange and cannot be without.
 As issue 7 specifies, the stages get one core's worth of threads each (TensorFlow intra/inter-op threads 1,
 emulator threads 1), as they would share a machine whose learner has a GPU of its own. The full-training figures
 are taken in a child process whose TensorFlow has two inter-op threads, one for each side of the pipeline
@@ -147,8 +148,10 @@ def format_table(results: dict, keys=SINGLE_PROCESS_KEYS) -> str:
         value = results[key]
         if isinstance(value, bool):
             text = "yes" if value else "no"
+        elif isinstance(value, float):
+            text = f"{value:,.2f}"
         else:
-            text = f"{value:,.2f}" if isinstance(value, float) else f"{value:,}" if isinstance(value, int) else str(value)
+            text = f"{value:,}" if isinstance(value, int) else str(value)
         lines.append(f"  {key:<30} {text:>16}")
     return "\n".join(lines)
 

@@ -7,13 +7,14 @@
 On this machine (every worker bound to one core, as the worker benchmark and the time studies run) it measures
 the model's three costs (hvd_dqn/measure/cost_model.py): t_act(e) and t_learn(b) for the shapes each worker
 count gives a rank, in a process bound to one core, and t_sync(N), what the gradient exchange across N ranks
-adds to the trainer's own update, under horovodrun (`hvd_dqn.benchmark --exchange_batch_size`); t_learn is then scaled to the update as the trainer makes it, from one
-one-worker training run (`calibrate_learning`). From them it predicts the job's env steps per second for each
-worker count. With --validate it then trains the preset with 1 and N workers in alternating rounds
-(`hvd_dqn.benchmark_workers`'s runs) and reports each prediction's error; with --study, a time study's JSON,
-it predicts the seconds to the study's target from the env steps each worker count took there and sets them
-beside the measured ones. With --paper it prints the same formula's figures for GPU nodes and clusters from
-published hardware figures instead, every assumption with its source.
+adds to the trainer's own update, under horovodrun (`hvd_dqn.benchmark --exchange_batch_size`); t_learn is
+then scaled to the update as the trainer makes it, from one one-worker training run (`calibrate_learning`).
+From them it predicts the job's env steps per second for each worker count. With --validate it then trains the
+preset with 1 and N workers in alternating rounds (`hvd_dqn.benchmark_workers`'s runs) and reports each
+prediction's error; with --study, a time study's JSON, it predicts the seconds to the study's target from the
+env steps each worker count took there and sets them beside the measured ones. With --paper it prints the same
+formula's figures for GPU nodes and clusters from published hardware figures instead, every assumption with its
+source.
 """
 from __future__ import annotations
 

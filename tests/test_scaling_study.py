@@ -318,6 +318,31 @@ def test_the_recorded_code_version_ignores_the_studys_own_results(tmp_path, monk
     assert re.fullmatch(r"[0-9a-f]{12}\+changes", study.code_version())
 
 
+def test_the_study_takes_each_seed_at_every_rank_count_in_turn(tmp_path):
+    """Runs go seed by seed, each rank count in turn (a drift in the machine's speed then falls on every rank
+    count alike); the report still lists them rank count by rank count. Hand-made evidence, --report_only."""
+    study = _study_module()
+    preset = (REPO / "configs" / "cartpole.flags").read_bytes()
+    for ranks in (1, 2):
+        for seed in (0, 2):  # seed 1 has no evidence: it is missing at both rank counts
+            provenance = dict(flagfile="configs/cartpole.flags",
+                              flagfile_sha256=study.hashlib.sha256(preset).hexdigest()[:16],
+                              preset_flags_sha256=study.preset_flags_digest(preset), extra_flags=[],
+                              job_num_envs=None, cores_per_rank=0, budget_env_steps=400, ranks=ranks, seed=seed,
+                              wall_s=9.0, parts=1)
+            _hand_made_evidence(tmp_path / f"order_runs/np{ranks}_seed{seed}", [(100, 10.0, 1.0), (200, 10.0, 2.0)],
+                                provenance)
+    result = run([PYTHON, "-m", "hvd_dqn.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+                  "--ranks=1,2", "--seeds=0,1,2", "--target=10", "--window=2", "--budget_env_steps=400",
+                  f"--workdir={tmp_path / 'runs'}", f"--out={tmp_path / 'order'}", "--report_only"], timeout=120)
+    visited = [tuple(int(word) for word in line.split(":")[0].split()[2::2])
+               for line in result.stdout.splitlines() if line.startswith("[hvd_dqn.scaling_study] ranks ")]
+    assert visited == [(1, 0), (2, 0), (1, 2), (2, 2)]
+    report = json.loads((tmp_path / "order.json").read_text())
+    assert [(record["ranks"], record["seed"]) for record in report["runs"]] == [(1, 0), (1, 2), (2, 0), (2, 2)]
+    assert report["missing_runs"] == [dict(ranks=1, seed=1), dict(ranks=2, seed=1)]
+
+
 def test_report_only_without_any_evidence_says_so_in_one_line(tmp_path):
     """--report_only with an --out that holds no runs (a mistyped --out, say) names the folder it looked in,
     instead of a plotting traceback over no data."""

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import dataclasses
 import json
 import os
 import subprocess
@@ -32,6 +31,7 @@ from hvd_dqn.benchmark_workers import (BenchmarkError, command_for, parse_worker
                                        summarise, write_report)
 from hvd_dqn.rank_split import counts_are_per_rank, problem_with_runs
 from hvd_dqn.measure import cost_model
+from hvd_dqn.measure.allreduce import MIXED_PRECISION_UNMEASURABLE
 from hvd_dqn.run import distributed
 
 PROGRAM = "hvd_dqn.cost_model"
@@ -223,11 +223,9 @@ def against_study(study: dict, predicted) -> None:
 
 def paper(config, args) -> dict:
     from hvd_dqn.agent.networks import q_network_for
-    from hvd_dqn.envs import make_env_for, spec_of
+    from hvd_dqn.envs import probe_spec
 
-    env = make_env_for(dataclasses.replace(config, env_threads=1), 1)
-    spec = spec_of(env)
-    env.close()
+    spec = probe_spec(config)
     network = q_network_for(config, spec, "online")
     gradient_bytes = 4 * int(network.count_params())
     try:
@@ -330,9 +328,7 @@ def main(argv=None) -> int:
             if problem:
                 raise BenchmarkError(problem)
             if config.mixed_precision and max(workers_list) > 1:
-                raise BenchmarkError("--mixed_precision: its loss-scaled update always averages the gradients "
-                                     "across ranks, so t_sync (the update with its exchange against the same update "
-                                     "without) cannot be measured")
+                raise BenchmarkError(MIXED_PRECISION_UNMEASURABLE)
             study = load_study(args.study) if args.study else None
             shapes = shapes_for(config, workers_list, args.job_num_envs)
             costs = measure_costs(args, config, shapes, train_flags)

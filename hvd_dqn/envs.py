@@ -245,3 +245,13 @@ def atari_settings(config, threads: int) -> AtariSettings:
     """The Atari protocol settings a TrainConfig describes, on `threads` emulator threads."""
     return AtariSettings(config.repeat_action_probability, config.full_action_space, config.noop_max,
                          config.max_episode_frames, threads, config.fire_reset)
+
+
+def probe_spec(config) -> EnvSpec:
+    """The spec of the env a TrainConfig describes, read from one env on one emulator thread that is closed
+    again: what the measurements need to build the preset's networks and replay without running the env."""
+    env = make_env_for(dataclasses.replace(config, env_threads=1), 1)
+    try:
+        return spec_of(env)
+    finally:
+        env.close()

@@ -14,7 +14,8 @@ from PIL import Image
 from hvd_dqn.agent.policy import EpsilonGreedyActor
 from hvd_dqn.agent.schedules import apex_epsilons
 from hvd_dqn.config import TrainConfig
-from hvd_dqn.envs import AtariSettings, atari_game, env_seeds, learning_discounts, make_vector_env, spec_of
+from hvd_dqn.envs import (AtariSettings, atari_game, env_seeds, learning_discounts, make_env_for, make_vector_env,
+                          probe_spec, spec_of)
 from hvd_dqn.logdir import checkpoint
 from hvd_dqn.logdir.video import check_video_path, record_episode, write_video
 
@@ -33,6 +34,20 @@ def test_unknown_game_names_where_to_find_valid_ids(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "--env_id=ALE/Pongg-v5: unknown environment id" in result.stderr
     assert "ale_py.roms.get_all_rom_ids()" in result.stderr
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", "ALE/Breakout-v5"])
+def test_the_measurements_probe_the_spec_a_rank_trains_with(env_id):
+    """probe_spec builds the networks of the benchmark and the cost model: it must read what the trainer's own
+    env gives, whatever the config's emulator threads, from one env it closes again."""
+    config = dataclasses.replace(TrainConfig(), env_id=env_id, num_envs=4, env_threads=2)
+    env = make_env_for(config, config.num_envs)
+    try:
+        trained_with = spec_of(env)
+    finally:
+        env.close()
+    assert probe_spec(config) == trained_with
+    assert trained_with.num_actions == (2 if env_id == "CartPole-v1" else 4)
 
 
 def test_breakout_reports_lost_lives_without_ending_the_episode():

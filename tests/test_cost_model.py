@@ -127,8 +127,7 @@ def test_the_paper_table_prints_every_assumption(tmp_path):
     (["--rounds=0"], "--round_seconds, --rounds, --validate_rounds and --measure_env_steps must be positive"),
     (["--study=/nonexistent/study.json"], "--study=/nonexistent/study.json: cannot read it"),
     (["--", "--mixed_precision"], "--mixed_precision: its loss-scaled update always averages the gradients across "
-                                  "ranks, so t_sync (the update with its exchange against the same update without) "
-                                  "cannot be measured"),
+                                  "ranks, so the update without its exchange (t_sync) cannot be timed beside it"),
 ])
 def test_bad_arguments_are_one_line(arguments, message):
     cores = len(os.sched_getaffinity(0))

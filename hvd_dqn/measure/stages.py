@@ -183,15 +183,13 @@ def cost_model_costs(config, env_counts, batch_sizes, seconds: float, rounds: in
 
     from hvd_dqn.agent.networks import q_network_for
     from hvd_dqn.agent.policy import EpsilonGreedyActor, act_and_store
-    from hvd_dqn.envs import env_seeds, make_env_for, spec_of
+    from hvd_dqn.envs import env_seeds, make_env_for, probe_spec
     from hvd_dqn.run.learning_side import make_learner, make_replay_memory
 
     tf.keras.utils.set_random_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     single_thread = dataclasses.replace(config, env_threads=1)
-    probe = make_env_for(single_thread, 1)
-    spec = spec_of(probe)
-    probe.close()
+    spec = probe_spec(config)
     online, target = q_network_for(config, spec, "online"), q_network_for(config, spec, "target")
     actor = EpsilonGreedyActor(online, spec.num_actions, rng)
 

@@ -41,11 +41,9 @@ def training_mode_rates(argv, balanced_train_frequency: int, seconds: float, rou
 def training_part(config, balanced_train_frequency: int, seconds: float, rounds: int, report: str) -> None:
     """In the child process: the trainer's own iteration in each mode, at the preset's replay ratio and at
     --balanced_train_frequency, written to `report` as JSON."""
-    from hvd_dqn.envs import make_env_for, spec_of
+    from hvd_dqn.envs import probe_spec
 
-    env = make_env_for(dataclasses.replace(config, env_threads=1), 1)
-    spec = spec_of(env)
-    env.close()
+    spec = probe_spec(config)
     rng = np.random.default_rng(config.seed)
     results = rename(_training_rates(config, spec, rng, seconds, rounds), pipeline="train_steps_per_s",
                       overlap="train_steps_per_s_overlap", in_order="train_steps_per_s_no_overlap")

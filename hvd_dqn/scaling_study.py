@@ -27,8 +27,9 @@ counts the parts; the wall time adds them up. Ranks beyond the cores oversubscri
 time, are compared, unless the study runs in time mode (--cores_per_rank=K): then every rank of every run, the
 one-rank baseline included, is bound to K cores of its own, the runs start over MPI (--controller), and each
 record also gives wall_s_to_target, the seconds of training at which the target was reached (episodes.csv's
-wall_s, continued across a run's parts). Runs go seed by seed, each rank count in turn, so that the machine's
-drift over a study falls on every rank count alike.
+wall_s, continued across a run's parts). Runs go seed by seed, each rank count in turn, in an order that turns
+round from one seed to the next (1, 2; 2, 1; 1, 2), so that the machine's drift over a study falls on every rank
+count alike.
 Writes OUT.json (one record per run plus a summary per rank count) and OUT.png."""
 from __future__ import annotations
 
@@ -128,9 +129,12 @@ def main(argv=None) -> int:
         # Seed by seed, each rank count in turn, so that a drift in this machine's speed during the study falls on
         # every rank count alike and not on the ones trained last (stop 43: over five 2-worker runs after the five
         # 1-worker runs, their steady rate fell from 1,676 to 1,336 env steps/s; seeds 0 and 4 again at once after
-        # ran at 1,589 and 1,703). The records are listed rank count by rank count all the same.
-        for seed in seeds:
-            for ranks in ranks_list:
+        # ran at 1,589 and 1,703). The order of the rank counts turns round from one seed to the next, so that a
+        # drift within the study does not always favour the rank count trained second in each seed (stop 44: one
+        # worker's steady rate rose from 537 to 617 env steps/s over a study that always trained it first). The
+        # records are listed rank count by rank count all the same.
+        for turn, seed in enumerate(seeds):
+            for ranks in (ranks_list if turn % 2 == 0 else ranks_list[::-1]):
                 name = f"np{ranks}_seed{seed}"
                 logdir = os.path.abspath(os.path.join(args.workdir, name))
                 evidence = os.path.join(evidence_root, name)

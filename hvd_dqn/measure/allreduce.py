@@ -11,6 +11,7 @@ import numpy as np
 MIXED_PRECISION_UNMEASURABLE = ("--mixed_precision: its loss-scaled update always averages the gradients across "
                                 "ranks, so the update without its exchange (t_sync) cannot be timed beside it")
 
+
 def allreduce_rates(config, seconds: float, rounds: int, busy_s: float = 0.0) -> dict:
     """Collective: the cost of one update's gradient allreduce across this job's ranks, and what the ring
     formula predicts for it from this machine's loopback bandwidth (measured on rank 0).

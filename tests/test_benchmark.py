@@ -19,7 +19,7 @@ KEYS = ("env_raw_steps_per_s", "actor_steps_per_s", "learner_updates_per_s", "pl
 
 def test_benchmark_measures_every_stage_and_writes_json(tmp_path):
     report = tmp_path / "bench.json"
-    result = python_module("hvd_dqn.benchmark", [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+    result = python_module("hvd_dqn.tools.benchmark", [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                                                  "--replay_capacity=2000", "--learning_starts=1000",
                                                  "--train_frequency=2", "--noprioritized_replay",
                                                  "--round_seconds=0.3", "--rounds=2",
@@ -44,15 +44,15 @@ def test_benchmark_measures_every_stage_and_writes_json(tmp_path):
 
 
 def test_benchmark_names_a_bad_setting(tmp_path):
-    result = python_module("hvd_dqn.benchmark", ["--rounds=0"], timeout=120, check=False)
+    result = python_module("hvd_dqn.tools.benchmark", ["--rounds=0"], timeout=120, check=False)
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip() == "hvd_dqn.benchmark: error: --round_seconds and --rounds must be positive"
+    assert result.stderr.strip() == "hvd_dqn.tools.benchmark: error: --round_seconds and --rounds must be positive"
 
 
 def test_two_ranks_measure_the_gradient_allreduce_beside_the_ring_formula(tmp_path):
     report = tmp_path / "bench.json"
     report.write_text(json.dumps({"env_raw_steps_per_s": 123.0}))  # the single-process part's figures stay
-    result = horovodrun(2, [PYTHON, "-m", "hvd_dqn.benchmark", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+    result = horovodrun(2, [PYTHON, "-m", "hvd_dqn.tools.benchmark", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                             "--hidden_sizes=64,64", "--round_seconds=0.3", "--rounds=2", "--exchange_batch_size=16",
                             "--exchange_acting_ms=0.05", f"--json={report}"],
                         timeout=300)
@@ -81,7 +81,7 @@ def test_two_ranks_measure_the_gradient_allreduce_beside_the_ring_formula(tmp_pa
 
 def test_thread_sweep_times_each_setting_in_turns_and_names_the_fastest(tmp_path):
     out = tmp_path / "threads.json"
-    run([PYTHON, str(REPO / "scripts" / "thread_sweep.py"), f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+    run([PYTHON, "-m", "hvd_dqn.tools.thread_sweep", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
          "--settings=1/0/1,2/0/1", "--rounds=2", "--learning_starts=500", "--timed_env_steps=800",
          f"--json={out}"], timeout=600)
     result = json.loads(out.read_text())
@@ -92,18 +92,18 @@ def test_thread_sweep_times_each_setting_in_turns_and_names_the_fastest(tmp_path
 
 
 def test_thread_sweep_names_a_bad_setting_in_one_line():
-    result = run([PYTHON, str(REPO / "scripts" / "thread_sweep.py"), f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+    result = run([PYTHON, "-m", "hvd_dqn.tools.thread_sweep", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                   "--settings=2-2-1"], timeout=60, check=False)
     assert result.returncode == 2
-    assert result.stderr.strip() == "thread_sweep.py: error: --settings=2-2-1: each setting is INTRA/ENV/INTER, e.g. 2/2/1"
+    assert result.stderr.strip() == "hvd_dqn.tools.thread_sweep: error: --settings=2-2-1: each setting is INTRA/ENV/INTER, e.g. 2/2/1"
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two workers of one core each need two cores")
 def test_worker_scaling_times_one_and_two_bound_workers_in_turns(tmp_path):
-    """python -m hvd_dqn.benchmark_workers: each round trains 1 and 2 workers (one core each) from a fresh
+    """python -m hvd_dqn.tools.benchmark_workers: each round trains 1 and 2 workers (one core each) from a fresh
     logdir; the rates come from each run's metrics.csv, the speed-up is the per-round ratio."""
     report_path = tmp_path / "workers.json"
-    result = python_module("hvd_dqn.benchmark_workers", [
+    result = python_module("hvd_dqn.tools.benchmark_workers", [
         f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--workers=1,2", "--rounds=1", "--measure_env_steps=1600",
         "--log_points=2", "--corun", f"--workdir={tmp_path / 'runs'}", f"--json={report_path}", "--",
         "--learning_starts=400"], timeout=600)
@@ -156,14 +156,14 @@ def test_worker_scaling_times_one_and_two_bound_workers_in_turns(tmp_path):
 def test_bad_worker_scaling_arguments_are_one_line(tmp_path, arguments, message):
     cores = len(os.sched_getaffinity(0))
     arguments = [argument.format(more=cores + 1) for argument in arguments]
-    result = python_module("hvd_dqn.benchmark_workers", [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+    result = python_module("hvd_dqn.tools.benchmark_workers", [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                                                          *arguments], timeout=120, check=False)
-    expected = f"hvd_dqn.benchmark_workers: error: {message.format(cores=cores, more=cores + 1)}"
+    expected = f"hvd_dqn.tools.benchmark_workers: error: {message.format(cores=cores, more=cores + 1)}"
     assert result.returncode == 2 and result.stderr.strip() == expected
 
 
 def test_the_timeline_summary_pairs_each_phases_begin_and_end(tmp_path):
-    """scripts/timeline_summary.py on a hand-made Horovod timeline, left unclosed as Horovod leaves it."""
+    """python -m hvd_dqn.tools.timeline_summary on a hand-made Horovod timeline, left unclosed as Horovod leaves it."""
     timeline = tmp_path / "timeline.json"
     timeline.write_text('[\n{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "grad_0"}},\n'
                         '{"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 100, "pid": 1},\n'
@@ -172,7 +172,7 @@ def test_the_timeline_summary_pairs_each_phases_begin_and_end(tmp_path):
                         '{"ph": "E", "ts": 1160, "pid": 1},\n'
                         '{"ph": "E", "ts": 1200, "pid": 1},\n{"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 2000, '
                         '"pid": 1},\n{"ph": "E", "ts": 5000, "pid": 1},\n')
-    result = run([PYTHON, str(REPO / "scripts" / "timeline_summary.py"), str(timeline), "--skip_fraction=0"],
+    result = run([PYTHON, "-m", "hvd_dqn.tools.timeline_summary", str(timeline), "--skip_fraction=0"],
                  timeout=60)
     rows = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines()[1:]}
     assert rows == {"ALLREDUCE": ["1", "100.0", "100.0"], "MPI_ALLREDUCE": ["1", "50.0", "50.0"],

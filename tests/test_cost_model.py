@@ -1,4 +1,4 @@
-"""The cost model of issue 31 (hvd_dqn/measure/cost_model.py) and its command, python -m hvd_dqn.cost_model:
+"""The cost model of issue 31 (hvd_dqn/tools/cost_formula.py) and its command, python -m hvd_dqn.tools.cost_model:
 the per-rank shapes, the formula on hand-worked numbers, the study's seconds, the GPU table's assumptions, a
 real measurement and validation on CartPole, and bad arguments as one line. How close the predictions come is
 a benchmark figure (results/acceleration/), never asserted here."""
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from hvd_dqn.measure import cost_model
+from hvd_dqn.tools import cost_formula
 
 from conftest import REPO, python_module
 
@@ -16,28 +16,28 @@ CARTPOLE = f"--flagfile={REPO / 'configs' / 'cartpole.flags'}"
 
 def test_each_mode_gives_a_rank_its_share():
     # updates: the job's 8 envs, batch 128 and one update per 2 env steps, split over 2 ranks.
-    assert cost_model.rank_shape("updates", 8, 128, 2, 2) == cost_model.RankShape(2, 4, 64, 1.0)
+    assert cost_formula.rank_shape("updates", 8, 128, 2, 2) == cost_formula.RankShape(2, 4, 64, 1.0)
     # batch: the job's envs split, but each rank a whole batch per 2 env steps of its own.
-    assert cost_model.rank_shape("batch", 8, 128, 2, 2) == cost_model.RankShape(2, 4, 128, 2.0)
-    assert cost_model.rank_shape("updates", 8, 128, 2, 1) == cost_model.RankShape(1, 8, 128, 2.0)
-    with pytest.raises(cost_model.ShapeError, match="--batch_size=100 does not split evenly over 8 workers"):
-        cost_model.rank_shape("updates", 8, 100, 2, 8)
-    with pytest.raises(cost_model.ShapeError, match="the job's 6 envs do not split evenly over 4 workers"):
-        cost_model.rank_shape("batch", 6, 32, 4, 4)
+    assert cost_formula.rank_shape("batch", 8, 128, 2, 2) == cost_formula.RankShape(2, 4, 128, 2.0)
+    assert cost_formula.rank_shape("updates", 8, 128, 2, 1) == cost_formula.RankShape(1, 8, 128, 2.0)
+    with pytest.raises(cost_formula.ShapeError, match="--batch_size=100 does not split evenly over 8 workers"):
+        cost_formula.rank_shape("updates", 8, 100, 2, 8)
+    with pytest.raises(cost_formula.ShapeError, match="the job's 6 envs do not split evenly over 4 workers"):
+        cost_formula.rank_shape("batch", 6, 32, 4, 4)
 
 
 def test_the_formula_on_numbers_worked_by_hand():
     # Two ranks, one env step each per update at 1 ms, a 2 ms update and a 1 ms allreduce: 4 ms per update,
     # in which the job makes 2 env steps: 500 per second.
-    shape = cost_model.RankShape(2, 4, 64, 1.0)
-    assert cost_model.seconds_per_update(shape, 1e-3, 2e-3, 1e-3) == pytest.approx(4e-3)
-    assert cost_model.job_env_steps_per_s(shape, 1e-3, 2e-3, 1e-3) == pytest.approx(500.0)
+    shape = cost_formula.RankShape(2, 4, 64, 1.0)
+    assert cost_formula.seconds_per_update(shape, 1e-3, 2e-3, 1e-3) == pytest.approx(4e-3)
+    assert cost_formula.job_env_steps_per_s(shape, 1e-3, 2e-3, 1e-3) == pytest.approx(500.0)
     # Overlapped (a GPU node), acting hides behind learning and the sync: 3 ms per update.
-    assert cost_model.job_env_steps_per_s(shape, 1e-3, 2e-3, 1e-3, overlap=True) == pytest.approx(2 / 3e-3)
+    assert cost_formula.job_env_steps_per_s(shape, 1e-3, 2e-3, 1e-3, overlap=True) == pytest.approx(2 / 3e-3)
     # The ring: 2(N-1) steps of 1/N of the bytes, each with its latency; nothing to do alone.
-    assert cost_model.ring_allreduce_s(8e6, 1, 1e9, 1e-5) == 0.0
-    assert cost_model.ring_allreduce_s(8e6, 4, 1e9, 1e-5) == pytest.approx(6 * (2e-3 + 1e-5))
-    assert cost_model.prediction_error(110.0, 100.0) == pytest.approx(0.10)
+    assert cost_formula.ring_allreduce_s(8e6, 1, 1e9, 1e-5) == 0.0
+    assert cost_formula.ring_allreduce_s(8e6, 4, 1e9, 1e-5) == pytest.approx(6 * (2e-3 + 1e-5))
+    assert cost_formula.prediction_error(110.0, 100.0) == pytest.approx(0.10)
 
 
 def test_seconds_to_a_studys_target_come_from_its_env_steps_over_the_predicted_rate(tmp_path):
@@ -47,7 +47,7 @@ def test_seconds_to_a_studys_target_come_from_its_env_steps_over_the_predicted_r
         {"ranks": 1, "seed": 1, "env_steps_to_target": 80000, "wall_s_to_target": 140.0},
         {"ranks": 1, "seed": 2, "env_steps_to_target": None, "wall_s_to_target": None},  # did not reach it
         {"ranks": 2, "seed": 0, "env_steps_to_target": 72000, "wall_s_to_target": 90.0}]}))
-    from hvd_dqn.cost_model import against_study, load_study
+    from hvd_dqn.tools.cost_model import against_study, load_study
 
     predicted = {1: {"predicted_env_steps_per_s": 700.0}, 2: {"predicted_env_steps_per_s": 1000.0}}
     against_study(load_study(str(study)), predicted)
@@ -58,10 +58,10 @@ def test_seconds_to_a_studys_target_come_from_its_env_steps_over_the_predicted_r
 
 
 def test_the_gpu_table_rests_on_sourced_assumptions_and_shows_where_updates_mode_stops_scaling():
-    for name, assumption in cost_model.GPU_ASSUMPTIONS.items():
+    for name, assumption in cost_formula.GPU_ASSUMPTIONS.items():
         assert assumption.value > 0 and assumption.unit and len(assumption.source) > 40, name
     # Dopamine's Breakout network: 16.2 MB of float32 gradients (results/cost_model/gpu_paper_breakout_dopamine.json)
-    rows = cost_model.paper_rows(gradient_bytes=16_181_904, batch_size=32, train_frequency=4,
+    rows = cost_formula.paper_rows(gradient_bytes=16_181_904, batch_size=32, train_frequency=4,
                                  job_num_envs_per_gpu=1, env_steps=50_000_000)
     by = {(row["workers"], row["rank_scaling"]): row for row in rows}
     assert by[(1, "updates")]["speedup"] == by[(1, "batch")]["speedup"] == 1.0 and by[(1, "batch")]["sync_ms"] == 0
@@ -76,7 +76,7 @@ def test_the_gpu_table_rests_on_sourced_assumptions_and_shows_where_updates_mode
 
 def test_the_command_measures_predicts_and_validates_on_cartpole(tmp_path):
     report_path = tmp_path / "model.json"
-    result = python_module("hvd_dqn.cost_model", [
+    result = python_module("hvd_dqn.tools.cost_model", [
         CARTPOLE, "--workers=1,2", "--rounds=1", "--round_seconds=0.5", "--validate", "--validate_rounds=1",
         "--measure_env_steps=1600", f"--workdir={tmp_path / 'runs'}", f"--json={report_path}", "--",
         "--learning_starts=400"], timeout=900)
@@ -101,20 +101,20 @@ def test_the_command_measures_predicts_and_validates_on_cartpole(tmp_path):
         # is reported beside it.
         assert row["sync_ms"] == round(1000 * costs["sync_s"][workers], 4)
         assert row["sync_bare_ms"] == round(1000 * costs["sync_bare_s"][workers], 4)
-        shape = cost_model.RankShape(int(workers), row["num_envs_per_rank"], row["batch_per_rank"],
+        shape = cost_formula.RankShape(int(workers), row["num_envs_per_rank"], row["batch_per_rank"],
                                      row["env_steps_per_update_per_rank"])
-        assert row["predicted_env_steps_per_s"] == round(cost_model.job_env_steps_per_s(
+        assert row["predicted_env_steps_per_s"] == round(cost_formula.job_env_steps_per_s(
             shape, costs["act_s"][str(shape.num_envs)], costs["learn_s"]["128"], costs["sync_s"][workers]), 1)
     assert "2 worker(s): e=4 b=128 F_r=2" in result.stdout and "measured" in result.stdout
 
 
 def test_the_paper_table_prints_every_assumption(tmp_path):
-    result = python_module("hvd_dqn.cost_model", [f"--flagfile={REPO / 'configs' / 'breakout_dopamine.flags'}",
+    result = python_module("hvd_dqn.tools.cost_model", [f"--flagfile={REPO / 'configs' / 'breakout_dopamine.flags'}",
                                                   "--paper", f"--json={tmp_path / 'paper.json'}"], timeout=300)
     report = json.loads((tmp_path / "paper.json").read_text())
     assert [(row["workers"], row["rank_scaling"]) for row in report["rows"]] == [
         (1, "updates"), (1, "batch"), (8, "updates"), (8, "batch"), (32, "updates"), (32, "batch")]
-    for name in cost_model.GPU_ASSUMPTIONS:
+    for name in cost_formula.GPU_ASSUMPTIONS:
         assert f"  {name} = " in result.stdout
 
 
@@ -132,7 +132,7 @@ def test_the_paper_table_prints_every_assumption(tmp_path):
 def test_bad_arguments_are_one_line(arguments, message):
     cores = len(os.sched_getaffinity(0))
     arguments = [argument.format(more=cores + 1) for argument in arguments]
-    result = python_module("hvd_dqn.cost_model", [CARTPOLE, *arguments], timeout=300, check=False)
+    result = python_module("hvd_dqn.tools.cost_model", [CARTPOLE, *arguments], timeout=300, check=False)
     assert result.returncode == 2, result.stderr[-2000:]
-    assert result.stderr.strip().startswith(f"hvd_dqn.cost_model: error: {message.format(cores=cores, more=cores + 1)}"), \
+    assert result.stderr.strip().startswith(f"hvd_dqn.tools.cost_model: error: {message.format(cores=cores, more=cores + 1)}"), \
         result.stderr[-2000:]

@@ -60,7 +60,7 @@ def test_the_circle_finder_finds_a_circle():
 
 def test_subpackages_by_purpose_each_say_what_they_hold():
     subpackages = sorted(path.parent.name for path in PACKAGE.glob("*/__init__.py"))
-    assert subpackages == ["agent", "logdir", "measure", "reference", "replay", "run"]
+    assert subpackages == ["agent", "logdir", "reference", "replay", "run", "tools"]
     for name in subpackages:
         assert ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text())), \
             f"hvd_dqn/{name}/__init__.py says nothing of what it holds"

@@ -68,15 +68,15 @@ def test_job_num_envs_is_only_for_per_rank_counts():
     (dict(counts_per_rank=True), 2, 2000),  # each rank its own 1,000
 ])
 def test_the_worker_benchmark_times_from_the_job_env_step_of_the_first_update(changes, workers, fill):
-    from hvd_dqn.benchmark_workers import fill_env_steps
+    from hvd_dqn.tools.benchmark_workers import fill_env_steps
 
     assert fill_env_steps(dataclasses.replace(CARTPOLE, **changes), workers) == fill
 
 
 def test_a_lone_run_is_given_one_ranks_work():
-    """--corun's lone runs (hvd_dqn.measure.corun): one worker with the share one rank of N has, its batch and
+    """--corun's lone runs (hvd_dqn.tools.corun): one worker with the share one rank of N has, its batch and
     update frequency under updates, and the target copies the rank makes."""
-    from hvd_dqn.measure.corun import CorunError, core_blocks, rank_alone_flags
+    from hvd_dqn.tools.corun import CorunError, core_blocks, rank_alone_flags
 
     config = dataclasses.replace(CARTPOLE, train_frequency=2, target_update_period=250)
     assert rank_alone_flags(config, 2) == ["--num_envs=4", "--replay_capacity=50000", "--learning_starts=500",

@@ -1,6 +1,5 @@
-"""python -m hvd_dqn.scaling_study: the "solved" rule on hand-made episodes, and a real two-rank study on a tiny budget
-(whose checkpoint also feeds scripts/cartpole_endings.py)."""
-import importlib.util
+"""python -m hvd_dqn.tools.scaling_study: the "solved" rule on hand-made episodes, and a real two-rank study on a tiny
+budget."""
 import json
 import re
 import shutil
@@ -15,7 +14,7 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 def _study_module():
     """The study's functions (its report and its runs) under one name."""
-    from hvd_dqn.measure import study_report, study_runs
+    from hvd_dqn.tools import study_report, study_runs
 
     return types.SimpleNamespace(**{**vars(study_report), **vars(study_runs)})
 
@@ -27,7 +26,7 @@ def _start_a_two_rank_study_and_wait_for_2000_env_steps(tmp_path):
     import time
 
     runs = tmp_path / "runs"
-    command = [PYTHON, "-m", "hvd_dqn.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+    command = [PYTHON, "-m", "hvd_dqn.tools.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                "--ranks=2", "--seeds=0", "--target=30", "--window=10", "--budget_env_steps=8000",
                f"--workdir={runs}", f"--out={tmp_path / 'cartpole'}", "--", "--learning_starts=500",
                "--log_interval_env_steps=1000"]
@@ -71,21 +70,11 @@ def test_the_median_counts_unsolved_runs_as_beyond_the_budget():
     assert (row["median_env_steps_to_target"], row["reached_target"], row["runs"]) == (7, 2, 3)
 
 
-def test_an_episode_ending_is_named_by_the_limit_it_crossed():
-    spec = importlib.util.spec_from_file_location("cartpole_endings", REPO / "scripts" / "cartpole_endings.py")
-    endings = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(endings)
-    assert endings.ending(terminated=True, x=2.41, theta=0.0) == "cart off the track"
-    assert endings.ending(terminated=True, x=-2.41, theta=0.0) == "cart off the track"
-    assert endings.ending(terminated=True, x=0.5, theta=-0.21) == "pole fell"  # 12 degrees is 0.2094 rad
-    assert endings.ending(terminated=False, x=0.1, theta=0.01) == "time limit"
-
-
 def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path):
     out = tmp_path / "cartpole"
     preset = tmp_path / "cartpole.flags"  # a copy, changed below
     shutil.copyfile(REPO / "configs" / "cartpole.flags", preset)
-    study_command = [PYTHON, "-m", "hvd_dqn.scaling_study", f"--flagfile={preset}", "--ranks=2", "--seeds=0", "--target=30",
+    study_command = [PYTHON, "-m", "hvd_dqn.tools.scaling_study", f"--flagfile={preset}", "--ranks=2", "--seeds=0", "--target=30",
                      "--window=10", "--budget_env_steps=3000", f"--workdir={tmp_path / 'runs'}"]
     extra = ["--learning_starts=500", "--log_interval_env_steps=1000"]
     result = run([*study_command, f"--out={out}", "--", *extra], timeout=600)
@@ -107,14 +96,6 @@ def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path)
     [row] = study["summary"]
     assert row["ranks"] == 2 and row["runs"] == 1
     assert (tmp_path / "cartpole.png").read_bytes().startswith(PNG_MAGIC)
-    # scripts/cartpole_endings.py on the run's checkpoint: every greedy episode with its return and its ending.
-    [checkpoint] = sorted((tmp_path / "runs" / "np2_seed0" / "checkpoints").iterdir())[-1:]
-    endings = run([PYTHON, str(REPO / "scripts" / "cartpole_endings.py"), str(checkpoint), "--episodes=3"],
-                  timeout=120).stdout.strip().splitlines()
-    returns = [float(line.split()[1]) for line in endings[1:]]
-    assert len(returns) == 3 and all(1 <= value <= 500 for value in returns), endings
-    assert all(re.search(r"(cart off the track|pole fell|time limit)\s+x [+-]\d", line) for line in endings[1:])
-    assert endings[0].startswith(f"{checkpoint}: mean return {sum(returns) / 3:.1f}; ")
     # Run again without the runs themselves (a new session's checkout): the evidence kept beside the results
     # is reused, not trained again, and gives the same record.
     shutil.rmtree(tmp_path / "runs")
@@ -129,7 +110,7 @@ def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path)
     # Evidence made with other flags is never mixed into a study.
     mixed = run([*study_command, f"--out={out}", "--", "--learning_starts=600"], timeout=120, check=False)
     assert mixed.returncode == 2 and mixed.stderr.strip() == (
-        f"hvd_dqn.scaling_study: error: {evidence} holds a run made with another extra_flags "
+        f"hvd_dqn.tools.scaling_study: error: {evidence} holds a run made with another extra_flags "
         f"(extra_flags={extra!r}); choose another --out")
     # A preset whose comments were corrected sets the same flags: its evidence stands.
     preset.write_text("# a comment corrected after the runs\n" + preset.read_text() + "\n# and one added\n")
@@ -140,7 +121,7 @@ def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path)
     preset.write_text(preset.read_text() + "--gamma=0.98\n")
     changed = run([*study_command, f"--out={out}", "--", *extra], timeout=120, check=False)
     assert changed.returncode == 2 and changed.stderr.strip().startswith(
-        f"hvd_dqn.scaling_study: error: {evidence} holds a run made with another preset_flags_sha256 "
+        f"hvd_dqn.tools.scaling_study: error: {evidence} holds a run made with another preset_flags_sha256 "
         "(preset_flags_sha256='")
 
 
@@ -189,14 +170,14 @@ def test_evidence_kept_before_the_flags_digest_is_matched_through_the_presets_hi
 def test_bad_study_arguments_are_named_in_one_line(tmp_path, arguments, message):
     base = [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--target=1", "--budget_env_steps=10",
             f"--workdir={tmp_path}", f"--out={tmp_path / 'x'}"]
-    result = run([PYTHON, "-m", "hvd_dqn.scaling_study", *base, *arguments], timeout=120, check=False)
-    assert result.returncode == 2 and result.stderr.strip() == f"hvd_dqn.scaling_study: error: {message}"
+    result = run([PYTHON, "-m", "hvd_dqn.tools.scaling_study", *base, *arguments], timeout=120, check=False)
+    assert result.returncode == 2 and result.stderr.strip() == f"hvd_dqn.tools.scaling_study: error: {message}"
 
 
 def test_job_num_envs_gives_every_rank_count_the_same_envs_with_per_rank_counts(tmp_path):
     """--counts_per_rank counts --num_envs per rank: --job_num_envs=4 at 2 ranks trains 2 envs per rank."""
     out = tmp_path / "batch"
-    command = [PYTHON, "-m", "hvd_dqn.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+    command = [PYTHON, "-m", "hvd_dqn.tools.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                "--ranks=2", "--seeds=0", "--target=30", "--window=10", "--budget_env_steps=1200",
                f"--workdir={tmp_path / 'runs'}", f"--out={out}", "--job_num_envs=4", "--",
                "--counts_per_rank", "--learning_starts=300", "--batch_size=32", "--log_interval_env_steps=600"]
@@ -211,7 +192,7 @@ def test_job_num_envs_gives_every_rank_count_the_same_envs_with_per_rank_counts(
     command[command.index("--job_num_envs=4")] = "--job_num_envs=2"
     mixed = run(command, timeout=120, check=False)
     assert mixed.returncode == 2 and mixed.stderr.strip() == (
-        f"hvd_dqn.scaling_study: error: {tmp_path / record['evidence']} holds a run made with another job_num_envs "
+        f"hvd_dqn.tools.scaling_study: error: {tmp_path / record['evidence']} holds a run made with another job_num_envs "
         "(job_num_envs=4); choose another --out")
 
 
@@ -225,11 +206,11 @@ def test_a_run_another_study_is_training_is_left_alone(tmp_path):
     (runs / "np2_seed0" / "episodes.csv").write_text("env_steps,env_frames,rank,env,return,length\n")
     with open(runs / "np2_seed0.lock", "w") as held:  # as the first study holds it while its run trains
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        result = run([PYTHON, "-m", "hvd_dqn.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+        result = run([PYTHON, "-m", "hvd_dqn.tools.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                       "--ranks=2", "--seeds=0", "--target=30", "--budget_env_steps=3000", f"--workdir={runs}",
                       f"--out={tmp_path / 'cartpole'}"], timeout=120, check=False)
     assert result.returncode == 2 and result.stderr.strip() == (
-        f"hvd_dqn.scaling_study: error: {runs / 'np2_seed0'} is being trained by another process (a study on the same "
+        f"hvd_dqn.tools.scaling_study: error: {runs / 'np2_seed0'} is being trained by another process (a study on the same "
         "--workdir); wait for it to finish, or use another --workdir")
     assert (runs / "np2_seed0" / "episodes.csv").exists()
 
@@ -246,7 +227,7 @@ def test_a_study_stopped_by_sigterm_continues_its_run_from_the_checkpoint(tmp_pa
     checkpoint = sorted((runs / "np2_seed0" / "checkpoints").glob("ckpt-*"))[-1]
     stopped_at = int(checkpoint.name.split("-")[1])
     assert study.returncode == 2 and err.strip() == (
-        f"hvd_dqn.scaling_study: error: stopped by SIGTERM at {stopped_at:,} env steps of ranks 2, seed 0; run the same "
+        f"hvd_dqn.tools.scaling_study: error: stopped by SIGTERM at {stopped_at:,} env steps of ranks 2, seed 0; run the same "
         f"command again to continue it from its checkpoint (see {runs / 'np2_seed0'}.log)")
     assert 2000 <= stopped_at < 8000
     assert {path.name for path in checkpoint.iterdir()} >= {"replay-rank00000.npz", "replay-rank00001.npz"}
@@ -284,11 +265,11 @@ def test_a_run_stopped_by_a_signal_from_outside_the_study_is_not_taken_for_finis
     assert stopped_at < 8000
     assert err.strip() in (
         # horovodrun's ranks checkpointed and exited cleanly (what happened in the incident)
-        f"hvd_dqn.scaling_study: error: ranks 2, seed 0: the run stopped at {stopped_at:,} env steps, before the budget "
+        f"hvd_dqn.tools.scaling_study: error: ranks 2, seed 0: the run stopped at {stopped_at:,} env steps, before the budget "
         f"of 8,000 (a signal to horovodrun or its ranks?); run the same command again to continue it from its "
         f"checkpoint (see {runs / 'np2_seed0'}.log)",
         # or horovodrun killed them before they finished
-        f"hvd_dqn.scaling_study: error: ranks 2, seed 0: hvd_dqn.train exited with status 1; see {runs / 'np2_seed0'}.log")
+        f"hvd_dqn.tools.scaling_study: error: ranks 2, seed 0: hvd_dqn.train exited with status 1; see {runs / 'np2_seed0'}.log")
     assert not (tmp_path / "cartpole_runs" / "np2_seed0").exists()
     assert not (tmp_path / "cartpole.json").exists()
 
@@ -308,7 +289,7 @@ def test_the_recorded_code_version_ignores_the_studys_own_results(tmp_path, monk
     git("init", "-q")
     git("add", ".")
     git("commit", "-qm", "first")
-    from hvd_dqn.measure import study_runs as study
+    from hvd_dqn.tools import study_runs as study
 
     monkeypatch.setattr(study, "REPO", str(tmp_path))
     assert re.fullmatch(r"[0-9a-f]{12}", study.code_version())
@@ -333,11 +314,11 @@ def test_the_study_takes_each_seed_at_every_rank_count_in_turn(tmp_path):
                               wall_s=9.0, parts=1)
             _hand_made_evidence(tmp_path / f"order_runs/np{ranks}_seed{seed}", [(100, 10.0, 1.0), (200, 10.0, 2.0)],
                                 provenance)
-    result = run([PYTHON, "-m", "hvd_dqn.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+    result = run([PYTHON, "-m", "hvd_dqn.tools.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                   "--ranks=1,2", "--seeds=0,1,2,3", "--target=10", "--window=2", "--budget_env_steps=400",
                   f"--workdir={tmp_path / 'runs'}", f"--out={tmp_path / 'order'}", "--report_only"], timeout=120)
     visited = [tuple(int(word) for word in line.split(":")[0].split()[2::2])
-               for line in result.stdout.splitlines() if line.startswith("[hvd_dqn.scaling_study] ranks ")]
+               for line in result.stdout.splitlines() if line.startswith("[hvd_dqn.tools.scaling_study] ranks ")]
     assert visited == [(1, 0), (2, 0), (1, 2), (2, 2), (2, 3), (1, 3)]  # the 2nd and 4th seeds (1, 3) reversed
     report = json.loads((tmp_path / "order.json").read_text())
     assert [(record["ranks"], record["seed"]) for record in report["runs"]] == [(1, 0), (1, 2), (1, 3), (2, 0), (2, 2),
@@ -348,11 +329,11 @@ def test_the_study_takes_each_seed_at_every_rank_count_in_turn(tmp_path):
 def test_report_only_without_any_evidence_says_so_in_one_line(tmp_path):
     """--report_only with an --out that holds no runs (a mistyped --out, say) names the folder it looked in,
     instead of a plotting traceback over no data."""
-    result = run([PYTHON, "-m", "hvd_dqn.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+    result = run([PYTHON, "-m", "hvd_dqn.tools.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                   "--ranks=1,2", "--seeds=0,1", "--target=475", "--budget_env_steps=100000", f"--workdir={tmp_path}",
                   f"--out={tmp_path / 'typo'}", "--report_only"], timeout=120, check=False)
     assert result.returncode == 2 and result.stderr.strip() == (
-        f"hvd_dqn.scaling_study: error: --report_only: {tmp_path / 'typo'}_runs holds no evidence of these runs "
+        f"hvd_dqn.tools.scaling_study: error: --report_only: {tmp_path / 'typo'}_runs holds no evidence of these runs "
         "(ranks 1,2, seeds 0,1); train them first, without --report_only")
     assert not (tmp_path / "typo.json").exists() and not (tmp_path / "typo.png").exists()
 
@@ -379,7 +360,7 @@ def test_the_time_mode_reports_wall_seconds_to_target_from_the_kept_evidence(tmp
                           preset_flags_sha256=study.preset_flags_digest(preset), extra_flags=[], job_num_envs=None,
                           cores_per_rank=1, budget_env_steps=400, ranks=ranks, seed=0, wall_s=9.0, parts=1)
         _hand_made_evidence(tmp_path / f"time_runs/np{ranks}_seed0", episodes, provenance)
-    command = [PYTHON, "-m", "hvd_dqn.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+    command = [PYTHON, "-m", "hvd_dqn.tools.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                "--ranks=1,2", "--seeds=0", "--target=10", "--window=2", "--budget_env_steps=400",
                f"--workdir={tmp_path / 'runs'}", f"--out={out}", "--cores_per_rank=1", "--report_only"]
     if len(study.os.sched_getaffinity(0)) < 2:
@@ -398,5 +379,5 @@ def test_the_time_mode_reports_wall_seconds_to_target_from_the_kept_evidence(tmp
     cores = len(study.os.sched_getaffinity(0))
     refused = run([*command[:4], f"--ranks=1,{cores + 1}", *command[5:]], timeout=120, check=False)
     assert refused.returncode == 2 and refused.stderr.strip() == (
-        f"hvd_dqn.scaling_study: error: --cores_per_rank=1: {cores + 1} ranks need {cores + 1} cores and this machine has "
+        f"hvd_dqn.tools.scaling_study: error: --cores_per_rank=1: {cores + 1} ranks need {cores + 1} cores and this machine has "
         f"{cores}; wall time compares worker for worker only with a core (or more) for each")

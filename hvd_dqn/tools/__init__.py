@@ -1,0 +1,17 @@
+"""Tools for planning a cluster and checking a preset, apart from training itself.
+
+Commands (each `python -m hvd_dqn.tools.NAME --help`):
+- `benchmark`: one rank's pipeline stages side by side (emulators, acting, update, replay, exported policy) and,
+  under horovodrun, the gradient exchange.
+- `benchmark_workers`: real training runs with 1 and N workers, one core each, in alternating rounds: the
+  speed-up in env steps per second and, with `--corun`, the ceiling the cores allow.
+- `cost_model`: N workers' env steps per second predicted from measured stage costs (`--validate` checks it
+  against real runs), and GPU nodes on paper (`--paper`).
+- `scaling_study`: trains a preset at several rank counts and seeds to a target return; env steps (and, with
+  `--cores_per_rank`, seconds) to the target per rank count.
+- `thread_sweep`: which TensorFlow and emulator thread counts make one process fastest.
+- `timeline_summary`: where an allreduce's time goes, from a Horovod timeline.
+
+Their parts: `stages` and `training_modes` (the benchmark's figures), `allreduce` (the exchange), `corun`
+(lone rank-sized runs at once), `cost_formula` (the cost model's arithmetic), `timing` (alternating rounds),
+`study_runs` and `study_report` (the scaling study's runs and its report)."""

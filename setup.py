@@ -25,7 +25,8 @@ def pinned(names):
 
 setup(
     name="hvd_dqn",
-    version="0.1.0",
+    version="0.2.0",
+    license="Apache-2.0",
     description="Data-parallel Deep Q-Networks on Atari and classic control with Horovod and TensorFlow-Keras",
     long_description=(pathlib.Path(__file__).parent / "README.md").read_text(),
     long_description_content_type="text/markdown",

@@ -95,10 +95,10 @@ class TrainConfig:
     # own transitions (N ranks: N times fewer updates per env step, an N times larger global batch), with the
     # step size scaled by N and the schedules counted in updates divided by N (both on by default). "updates":
     # the job updates every train_frequency env steps summed over ranks, each rank adding batch_size / N
-    # transitions (one rank's updates and batch, whatever N). Chosen by time to a score (issue 31): CartPole
-    # solved, 5 seeds, one core per worker, 2 workers against 1: batch 0.70x the time at 1.00x the env steps,
-    # updates 1.15x the time (each update pays a sync that half the batch does not buy back);
-    # results/scaling/README.md. On GPUs, where a smaller batch costs the same, updates cannot gain at all
+    # transitions (one rank's updates and batch, whatever N). batch is the default because it shortens the time
+    # to a score: on CartPole, one core per worker, 2 workers made 1.36x one worker's env steps per second under
+    # batch and 0.78x under updates (each update pays a sync that half the batch does not buy back;
+    # results/throughput/rank_scaling_modes/), at the same env steps to solve. On GPUs, where a smaller batch costs the same, updates cannot gain at all
     # (results/cost_model/README.md).
     rank_scaling: str = "batch"
     scale_lr_by_workers: bool = True  # batch: multiply the learning rate by the number of ranks (Goyal et al. 2017)
@@ -165,7 +165,7 @@ class TrainConfig:
         values = {key: value for key, value in raw.items() if key in known}
         # Written before rank_scaling existed: each rank updated on its own envs and memory, which is "batch".
         values.setdefault("rank_scaling", "batch")
-        # Written before these defaults turned on (issue 31): the scaling rules were off, and under batch each
+        # Written before these defaults turned on (version 0.1.3): the scaling rules were off, and under batch each
         # rank had its own --num_envs, --replay_capacity and --learning_starts.
         values.setdefault("scale_lr_by_workers", False)
         values.setdefault("scale_schedules_by_workers", False)

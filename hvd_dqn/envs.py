@@ -8,7 +8,7 @@ reset) on its own threads.
 Environments use SAME_STEP autoreset: the step on which an episode ends already returns the
 first observation of the next episode, and the true last observation goes to info["final_obs"]. The
 default NEXT_STEP mode instead returns a step that belongs to no transition, which naive replay code
-stores by mistake (see ../shared/TOOLCHAIN.md).
+stores by mistake (gymnasium 1.x's `autoreset_mode` documents both).
 """
 from __future__ import annotations
 

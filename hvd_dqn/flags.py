@@ -88,11 +88,11 @@ _HELP = {
                     "of its own env steps on --batch_size of its own transitions: N times fewer updates per env "
                     "step, each with an N times larger global batch, so the step size is scaled by N and the "
                     "schedules counted in updates divided by N (--scale_lr_by_workers, "
-                    "--scale_schedules_by_workers, both on); 2 workers solved CartPole in 0.70x one worker's "
-                    "time at 1.00x its env steps. updates: the job updates every --train_frequency env steps "
-                    "summed over ranks, each rank adding --batch_size / N transitions: one rank's updates and "
-                    "batch at any N (1.15x the time on CartPole: each update waits for a sync). --elastic needs "
-                    "batch.",
+                    "--scale_schedules_by_workers, both on); 2 workers of one CPU core each solved CartPole in "
+                    "0.66x one worker's time at 1.01x its env steps. updates: the job updates every "
+                    "--train_frequency env steps summed over ranks, each rank adding --batch_size / N "
+                    "transitions: one rank's updates and batch at any N (on CartPole 2 workers made 0.78x one "
+                    "worker's env steps per second: each update waits for a sync). --elastic needs batch.",
     "lr_scale_rule": "With --scale_lr_by_workers: linear (the rate times N, Goyal et al. 2017) or sqrt (times "
                      "sqrt(N), Krizhevsky 2014; Hoffer et al. 2017).",
     "scale_lr_by_workers": "Under --rank_scaling=batch: multiply the learning rate by the number of ranks (the "
@@ -175,6 +175,42 @@ _ALIAS_HELP = {
                       "weights copied after every update). Given with --pipeline=off, as before it was an alias, "
                       "it still turns the pipeline on.",
 }
+
+
+# What `python -m hvd_dqn.train --help` lists: the flags a user sets, by task. Everything else (the network and
+# optimizer details, schedules, the Atari protocol, speed switches, the ways of counting and binding that the
+# measuring tools use) has a preset's value and is listed by --helpfull.
+USER_FLAGS = (
+    ("Task and budget", ("env_id", "total_env_steps", "num_envs", "seed")),
+    ("Algorithm", ("double_dqn", "dueling", "prioritized_replay", "n_step", "learning_rate", "batch_size",
+                   "replay_capacity")),
+    ("Scaling over ranks", ("rank_scaling", "elastic", "fp16_allreduce")),
+    ("Outputs, stopping and resuming", ("logdir", "checkpoint_interval_env_steps", "checkpoint_replay", "resume",
+                                        "auto_resume", "stop_at_train_return", "eval_interval_env_steps")),
+)
+
+
+def short_help(flag_values: flags.FlagValues = flags.FLAGS, width: int = 100) -> str:
+    """The --help text of hvd_dqn.train: the usage line, then USER_FLAGS by task with each flag's help and default."""
+    import textwrap
+
+    lines = ["Data-parallel DQN training with Horovod and TensorFlow-Keras.", "",
+             "  horovodrun -np N python -m hvd_dqn.train --flagfile=configs/cartpole.flags [--flag=value ...]", "",
+             "--flagfile=FILE reads a preset (configs/*.flags); flags given after it override it. Env steps count",
+             "over all envs of all ranks; see docs/training.md and docs/scaling.md.", ""]
+    for group, names in USER_FLAGS:
+        lines.append(f"{group}:")
+        for name in names:
+            flag = flag_values[name]
+            default = ",".join(flag.default) if isinstance(flag.default, list) else flag.default
+            text = f"--{name}: {flag.help} (default: {default})"
+            lines += textwrap.wrap(text, width, initial_indent="  ", subsequent_indent="      ")
+        lines.append("")
+    shown = sum(len(names) for _, names in USER_FLAGS)
+    total = len(dataclasses.fields(TrainConfig)) + len(_ALIAS_HELP)
+    lines += textwrap.wrap(f"These are {shown} of hvd_dqn.train's {total} flags; --helpfull lists them all (network, "
+                           "optimizer, schedules, Atari protocol, evaluation, speed switches).", width)
+    return "\n".join(lines)
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:

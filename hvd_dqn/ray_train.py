@@ -12,7 +12,7 @@ the cluster this machine belongs to (`ray start`), ray://HOST:10001 a remote one
 
 SIGTERM, SIGINT or SIGHUP to this driver stops the job as a SIGTERM to every rank does: the driver passes the
 word to the workers through a small Ray actor they look at once a second, they stop together after the same
-iteration and write a checkpoint, and the driver ends with one line saying where to --resume from (issue 35).
+iteration and write a checkpoint, and the driver ends with one line saying where to --resume from.
 Left to its default, the signal would end the driver alone, and Ray would then kill the workers it owns with
 no checkpoint. A second signal, or workers that have not finished within STOP_BOUND_S, ends the driver at once.
 

@@ -11,7 +11,7 @@ import time
 from absl import app, flags, logging
 
 from hvd_dqn.config import ConfigError
-from hvd_dqn.flags import config_from_flags, define_flags
+from hvd_dqn.flags import config_from_flags, define_flags, short_help
 from hvd_dqn.logdir.checkpoint import CheckpointError
 from hvd_dqn.run import distributed
 
@@ -57,8 +57,15 @@ def main(argv) -> None:
         fail(str(error))
 
 
+SHORT_HELP_ARGS = ("--help", "-h", "-?", "--helpshort")
+
+
 def run() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. --help lists the flags a user sets, by task (absl's own would list only the
+    flags defined in this module, none); --helpfull stays absl's list of every flag."""
+    if any(arg in SHORT_HELP_ARGS for arg in sys.argv[1:]):
+        print(short_help())
+        sys.exit(0)
     app.run(main, flags_parser=parse_flags)
 
 

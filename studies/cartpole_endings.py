@@ -2,7 +2,7 @@
 return and what ended it (the cart left the track, |x| > 2.4; the pole fell, |theta| > 12 degrees; or the
 500-step time limit), with the cart's position and the pole's angle at the end.
 
-    .venv/bin/python scripts/cartpole_endings.py runs/x/checkpoints/ckpt-000000050000 [more checkpoints] \
+    .venv/bin/python studies/cartpole_endings.py runs/x/checkpoints/ckpt-000000050000 [more checkpoints] \
         [--episodes=10] [--seed=1000]
 
 Written to diagnose the plateaus of results/cartpole_preset_search/ (diag_L1): a policy that balances the pole

@@ -4,10 +4,10 @@
 # 100k env steps, then evaluates the final checkpoint on 20 fresh episodes. Prints one line per run:
 # variant, ranks, seed, env steps at the end, wall time, mean of the last 100 training episodes, and the
 # independent evaluation's mean.
-#   scripts/cartpole_learning.sh                 # NPS="1 2" SEEDS="0"
-#   NPS="2" SEEDS="0 1 2" scripts/cartpole_learning.sh
+#   studies/cartpole_learning.sh                 # NPS="1 2" SEEDS="0"
+#   NPS="2" SEEDS="0 1 2" studies/cartpole_learning.sh
 #   NPS=2 SEEDS="0 1 2" VARIANTS="preset=;per=--prioritized_replay;dueling=--dueling" \
-#     scripts/cartpole_learning.sh              # name=extra flags, separated by ';'
+#     studies/cartpole_learning.sh              # name=extra flags, separated by ';'
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$repo/scripts/setup.sh"

@@ -8,15 +8,15 @@
 #      each (before, after, before, after, ...).
 # Debian packages are not removed first: both set-ups find the same ones installed.
 #
-# Usage: scripts/compare_stacks.sh BEFORE_REF AFTER_REF OUT_DIR [benchmark flags...]
-#   e.g. scripts/compare_stacks.sh 0c35bee HEAD runs/stacks --flagfile=configs/pong.flags
+# Usage: studies/compare_stacks.sh BEFORE_REF AFTER_REF OUT_DIR [benchmark flags...]
+#   e.g. studies/compare_stacks.sh 0c35bee HEAD runs/stacks --flagfile=configs/pong.flags
 # Environment: ROUNDS (default 2), PYTHON_BEFORE / PYTHON_AFTER (each set-up's PYTHON; default: its own pick).
 # Writes OUT_DIR/{before,after}/ (the clones and their set-up logs), OUT_DIR/bench-<side>-<round>.json and
 # OUT_DIR/summary.json, and prints the summary's table.
 set -euo pipefail
 
 if (($# < 3)); then
-  echo "usage: scripts/compare_stacks.sh BEFORE_REF AFTER_REF OUT_DIR [benchmark flags...]" >&2
+  echo "usage: studies/compare_stacks.sh BEFORE_REF AFTER_REF OUT_DIR [benchmark flags...]" >&2
   exit 2
 fi
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -62,10 +62,13 @@ done
 for ((round = 1; round <= rounds; round++)); do
   for side in before after; do
     log "benchmark round $round of $rounds: $side"
+    # The benchmark's module moved to hvd_dqn/tools/ in 0.2.0; an older commit has it at the top of the package.
+    module=hvd_dqn.tools.benchmark
+    [[ -f "$out/$side/repo/hvd_dqn/tools/benchmark.py" ]] || module=hvd_dqn.benchmark
     (cd "$out/$side/repo" && source scripts/launch_env.sh &&
-      .venv/bin/python -m hvd_dqn.tools.benchmark "${bench_args[@]}" --json="$out/bench-$side-$round.json") \
+      .venv/bin/python -m "$module" "${bench_args[@]}" --json="$out/bench-$side-$round.json") \
       >"$out/bench-$side-$round.log" 2>&1 || { log "$side: the benchmark failed; see $out/bench-$side-$round.log"; exit 1; }
   done
 done
 
-"$out/after/repo/.venv/bin/python" "$repo/scripts/summarize_stacks.py" "$out"
+"$out/after/repo/.venv/bin/python" "$repo/studies/summarize_stacks.py" "$out"

@@ -1,4 +1,4 @@
-"""Summarises what scripts/compare_stacks.sh measured: the two stacks' versions and set-up times, and for each
+"""Summarises what studies/compare_stacks.sh measured: the two stacks' versions and set-up times, and for each
 benchmark figure the median over the rounds of each stack and their ratio (after / before).
 
     python scripts/summarize_stacks.py OUT_DIR     # writes OUT_DIR/summary.json, prints a Markdown table
@@ -41,7 +41,7 @@ def main(out: str) -> None:
         with open(os.path.join(out, side, "setup_seconds")) as handle:
             summary["setup_seconds"][side] = int(handle.read())
         if not rounds[side]:
-            sys.exit(f"{out}: no bench-{side}-*.json; run scripts/compare_stacks.sh first")
+            sys.exit(f"{out}: no bench-{side}-*.json; run studies/compare_stacks.sh first")
     numeric = [key for key, value in rounds["after"][0].items()
                if isinstance(value, (int, float)) and not isinstance(value, bool) and key not in SETTINGS
                and all(key in result for side in SIDES for result in rounds[side])]

@@ -1,7 +1,7 @@
-"""The cost model of issue 31 (hvd_dqn/tools/cost_formula.py) and its command, python -m hvd_dqn.tools.cost_model:
+"""The cost model (hvd_dqn/tools/cost_formula.py) and its command, python -m hvd_dqn.tools.cost_model:
 the per-rank shapes, the formula on hand-worked numbers, the study's seconds, the GPU table's assumptions, a
 real measurement and validation on CartPole, and bad arguments as one line. How close the predictions come is
-a benchmark figure (results/acceleration/), never asserted here."""
+a benchmark figure (results/cost_model/), never asserted here."""
 import json
 import os
 

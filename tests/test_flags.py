@@ -124,7 +124,7 @@ def test_resume_of_a_batch_run_with_per_rank_counts_needs_counts_per_rank(tmp_pa
 
 def test_configs_written_before_the_defaults_changed_keep_their_meaning():
     """Before --rank_scaling, each rank updated on its own envs and memory: that is `batch` with per-rank
-    counts; before issue 31 the scaling rules were off unless written, and batch counted per rank."""
+    counts; before version 0.1.3 the scaling rules were off unless written, and batch counted per rank."""
     fields = ("rank_scaling", "counts_per_rank", "scale_lr_by_workers", "scale_schedules_by_workers")
     assert tuple(getattr(TrainConfig(), name) for name in fields) == ("batch", False, True, True)
     assert TrainConfig.from_json(TrainConfig().to_json()) == TrainConfig()
@@ -254,3 +254,24 @@ def test_evaluate_names_a_missing_or_incomplete_checkpoint(tmp_path):
     ]:
         result = python_module("hvd_dqn.evaluate", args, timeout=120, check=False)
         assert _error_line(result) == f"hvd_dqn.evaluate: error: {message}"
+
+
+def test_help_lists_the_flags_a_user_sets_by_task_and_helpfull_lists_every_flag():
+    from hvd_dqn.flags import USER_FLAGS
+
+    names = [name for _, group in USER_FLAGS for name in group]
+    assert len(names) == len(set(names)) and 15 <= len(names) <= 30
+    fields = {field.name for field in dataclasses.fields(TrainConfig)}
+    assert set(names) <= fields
+    short = python_module("hvd_dqn.train", ["--help"], timeout=60)
+    assert short.returncode == 0, short.stderr
+    listed = [line.split(":")[0].strip()[2:] for line in short.stdout.splitlines() if line.startswith("  --")]
+    assert listed == names  # in the order of the groups, nothing else
+    for group, _ in USER_FLAGS:
+        assert f"\n{group}:\n" in short.stdout
+    assert f"These are {len(names)} of hvd_dqn.train's {len(fields) + 1} flags; --helpfull" in " ".join(
+        short.stdout.split())
+    full = python_module("hvd_dqn.train", ["--helpfull"], timeout=60, check=False)
+    assert full.returncode in (0, 1), full.stderr  # absl's --helpfull exits 1 after printing
+    for name in fields | {"overlap_acting"}:
+        assert f"--{name}:" in full.stdout or f"--[no]{name}:" in full.stdout, name

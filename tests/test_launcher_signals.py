@@ -1,4 +1,4 @@
-"""Issue 35: a signal to the launcher a user or scheduler started (horovodrun, over Open MPI or Gloo) stops
+"""A signal to the launcher a user or scheduler started (horovodrun, over Open MPI or Gloo) stops
 every rank: SIGTERM with a checkpoint that a --resume continues from at once, SIGKILL within the same bound.
 Over MPI horovodrun becomes `sh -c "mpirun ..."`, which passes no signal on: the ranks watch their launcher
 (hvd_dqn/run/launcher_watch.py)."""

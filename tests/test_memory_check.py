@@ -105,7 +105,7 @@ def test_a_job_near_the_limit_is_warned_about(monkeypatch):
 
 
 def test_training_that_cannot_fit_stops_at_start_up_with_one_line(tmp_path):
-    """The issue's example: a trillion-transition memory used to die in NumPy's allocator with a traceback."""
+    """A trillion-transition memory used to die in NumPy's allocator with a traceback."""
     result = python_module("hvd_dqn.train", [f"--flagfile={REPO / 'configs' / 'breakout_dopamine.flags'}",
                                              "--replay_capacity=1000000000000", f"--logdir={tmp_path}"],
                            timeout=300, check=False)

@@ -188,7 +188,7 @@ def _start_and_signal(command, tmp_path, send):
 
 
 def test_sigterm_to_the_driver_stops_every_worker_with_a_checkpoint_that_resumes(ray_head, tmp_path):
-    """Issue 35: left to its default, SIGTERM would end the driver alone and Ray would kill the workers it owns
+    """Left to its default, SIGTERM would end the driver alone and Ray would kill the workers it owns
     with no checkpoint."""
     logdir = tmp_path / "run"
     arguments = [*TRAIN, f"--ray_address={ray_head}", f"--logdir={logdir}", "--checkpoint_interval_env_steps=0"]

@@ -144,7 +144,7 @@ def test_cartpole_preset_is_solved_within_100k_env_steps(tmp_path):
     ranks (with the run's own exploration), average at least 475; the preset stops there. The preset
     (prioritised replay, double DQN, 3-step returns, --rank_scaling=batch) at 2 ranks and its default seed: the
     time study's run of that seed solved at 79,360 env steps in 41 s of training (one rank: 66,008 in 59 s;
-    results/scaling/time_cartpole_default_cycle0_5seeds.json)."""
+    results/time_to_score/cartpole_2_workers_runs/)."""
     logdir = tmp_path / "run"
     horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                        f"--logdir={logdir}"], timeout=1500)

@@ -4,7 +4,7 @@ Every rank computes the loss on its own minibatch; `hvd.DistributedOptimizer` av
 ranks with ring-allreduce inside `minimize(loss, var_list, tape=tape)`, so every rank applies the same
 update and the replicas stay identical. The gradient must be computed through that call: computing it
 with the tape and calling `apply_gradients` directly skips the allreduce in Horovod 0.28 with Keras 2.11+,
-and each rank would silently train alone (see ../shared/TOOLCHAIN.md and tests/test_distributed.py).
+and each rank would silently train alone (tests/test_distributed.py proves the replicas agree only with it).
 """
 from __future__ import annotations
 

@@ -75,13 +75,13 @@ def _launcher_count(variables) -> Optional[int]:
 def runtime_defaults(world_size: int, local_size: Optional[int]) -> dict:
     """Horovod's and Open MPI's run-time settings for a job of `world_size` ranks, `local_size` of them on this
     host (None: unknown), applied where the user (or horovodrun's --cycle-time-ms) set none. Chosen for DQN's
-    small, frequent allreduces, one per update (results/acceleration/README.md, CartPole, ranks bound to a core
-    each, over MPI):
+    small, frequent allreduces, one per update (CartPole, ranks bound to a core each, over MPI;
+    results/throughput/README.md):
     - Open MPI's progress engine yields the core while it waits for the other rank (what it does by itself
-      when oversubscribed): 901 -> 1,037 env steps/s at 2 ranks.
+      when oversubscribed), so Horovod's thread and the rank's own share its core.
     - Horovod's background thread coordinates the ranks once per cycle (default 1 ms). Several ranks on one
       host: no cycle at all (0), so an update's allreduce starts as soon as every rank has queued it; with
-      yielding, the coordination's wait gives the core back to the rank's own thread. Swept in one session,
+      yielding, the coordination's wait gives the core back to the rank's own thread. Swept at
       2 ranks: 2 ms 1,210 env steps/s, 1 ms 1,151, 0.5 ms 1,458, 0.25 ms 1,698, 0.1 ms 1,748-1,858, 0
       1,921-2,024 (one rank alone: about 1,050-1,100). One rank keeps 2 ms: with no other rank to wait for, a
       0 cycle spins on the rank's core (646 env steps/s). Ranks on several hosts keep 2 ms too: 0 would keep

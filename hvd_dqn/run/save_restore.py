@@ -27,7 +27,7 @@ from hvd_dqn.run.progress import Counters
 
 # Settings that decide the shapes of what a checkpoint holds, and rank_scaling and counts_per_rank, which decide
 # what each rank's envs, replay memory and update share are; a resumed run must agree on them. A run begun
-# while "updates" was the default (until issue 31) is resumed with --rank_scaling=updates; one begun under
+# while "updates" was the default (before version 0.1.3) is resumed with --rank_scaling=updates; one begun under
 # "batch" before counts_per_rank existed, with --counts_per_rank (TrainConfig.from_json reads it so).
 _CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space", "dueling", "mixed_precision",
                                 "network", "conv_padding", "optimizer", "rank_scaling", "counts_per_rank")

@@ -71,7 +71,7 @@ def exchange_in_update(config, batch_size: int, seconds: float, rounds: int, act
     before each update it keeps its core busy for `acting_s`, as its acting does in training. The difference
     holds all that the exchange costs the rank: TensorFlow's allreduce op and its copies, Horovod's background
     thread on the rank's core, the wait for the slower rank. A bare allreduce (`allreduce_rates`) sees only part
-    of it (issue 31, stop 42)."""
+    of it (on MinAtar 0.27 of the 0.42 ms; results/cost_model/README.md)."""
     import horovod.tensorflow as hvd
     import tensorflow as tf
 

@@ -34,7 +34,7 @@ adjacent blocks on every rank at once; exchange_in_update_ms, the median of the 
 what the exchange costs a rank inside a real update (the cost model's t_sync). exchanged_ranks_agree and
 alone_ranks_agree say whether the ranks' networks were still equal after those updates, as they must be with the
 exchange and cannot be without.
-As issue 7 specifies, the stages get one core's worth of threads each (TensorFlow intra/inter-op threads 1,
+The stages get one core's worth of threads each (TensorFlow intra/inter-op threads 1,
 emulator threads 1), as they would share a machine whose learner has a GPU of its own. The full-training figures
 are taken in a child process whose TensorFlow has two inter-op threads, one for each side of the pipeline
 (with one, the acting thread's inference waits for the learner's ops), the same for all three modes.

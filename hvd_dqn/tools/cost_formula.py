@@ -1,5 +1,5 @@
 """A cost model of synchronous data-parallel DQN: what N workers' env steps per second and time to a score are,
-from three measured stage costs (issue 31, item 5).
+from three measured stage costs.
 
 Each worker (rank) repeats the same cycle, and the cycles of all ranks meet at the gradient allreduce:
 
@@ -97,8 +97,8 @@ GPU_ASSUMPTIONS = {
         "the same paper's sequential baseline, 25 h for the same run: (25 h - 12.5M x 2.6 ms) / 50M steps"),
     "negotiation_s": Assumption(
         1.0e-3, "s per update (Horovod's negotiation: the tensor waits for the next cycle and its coordination)",
-        "Horovod 0.28.1's default cycle time, 1 ms (horovod/common/operations.cc; ../shared/SCALING.md); here "
-        "the timeline measured 1.06 ms of negotiation per update over MPI (results/acceleration/README.md)"),
+        "Horovod 0.28.1's default cycle time, 1 ms (horovod/common/operations.cc, SetCycleTimeMs(1)); a "
+        "Horovod timeline of 2 CPU ranks over MPI measured 1.06 ms of negotiation per update"),
     "nvlink_bytes_per_s": Assumption(
         300e9, "bytes/s per direction between two GPUs of a node",
         "NVIDIA: an A100 has 12 third-generation NVLinks, 600 GB/s in all (nvidia.com/data-center/nvlink), "

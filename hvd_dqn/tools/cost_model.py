@@ -1,7 +1,7 @@
 """How fast N workers train, predicted from measured stage costs, and checked against measured runs:
 
     python -m hvd_dqn.tools.cost_model --flagfile=configs/cartpole.flags --workers=1,2 --validate \\
-        [--study=results/scaling/time_cartpole_updates_5seeds.json] [--json=model.json] [-- more train flags]
+        [--study=results/time_to_score/cartpole_2_workers.json] [--json=model.json] [-- more train flags]
     python -m hvd_dqn.tools.cost_model --flagfile=configs/breakout_dopamine.flags --paper   # GPUs, on paper
 
 On this machine (every worker bound to one core, as the worker benchmark and the time studies run) it measures
@@ -86,7 +86,7 @@ def measure_costs(args, config, shapes, train_flags) -> dict:
             # t_sync is what the exchange adds to the trainer's own update, timed with the rank's acting as busy
             # work before each update. The bare allreduce, timed after as much busy work as a whole update, stays
             # in the report beside it: it misses the exchange's cost inside the update (TensorFlow's op, Horovod's
-            # thread competing with the update for the core), about 8 points of the 2-worker error at stop 42.
+            # thread competing with the update for the core): with it, MinAtar's 2 workers were predicted 21% high.
             acting_ms = 1000 * shape.env_steps_per_update * costs["act_s"][str(shape.num_envs)]
             busy_ms = acting_ms + 1000 * costs["learn_s"][str(shape.batch_size)]
             sync_json = os.path.join(folder, f"sync{workers}.json")

@@ -93,8 +93,8 @@ def main(argv=None) -> int:
                              "refused. 0: unbound (ranks beyond the cores share them; compare env steps only).")
     parser.add_argument("--controller", choices=("gloo", "mpi"), default=None,
                         help="horovodrun's controller for the runs (the same run either way, bit for bit). "
-                             "Default: mpi in time mode (Gloo's allreduce through loopback took 60 times MPI's "
-                             "on one host: results/acceleration/README.md), gloo otherwise.")
+                             "Default: mpi in time mode (on one host MPI exchanges through shared memory, Gloo "
+                             "through loopback TCP), gloo otherwise.")
     parser.add_argument("--report_only", action="store_true",
                         help="Train nothing: report the runs whose evidence is kept, list the others as missing.")
     args = parser.parse_args(argv)
@@ -127,12 +127,12 @@ def main(argv=None) -> int:
         with open(args.flagfile, "rb") as handle:  # evidence is tied to the preset's content, not only its name
             preset = handle.read()
         # Seed by seed, each rank count in turn, so that a drift in this machine's speed during the study falls on
-        # every rank count alike and not on the ones trained last (stop 43: over five 2-worker runs after the five
-        # 1-worker runs, their steady rate fell from 1,676 to 1,336 env steps/s; seeds 0 and 4 again at once after
-        # ran at 1,589 and 1,703). The order of the rank counts turns round from one seed to the next, so that a
-        # drift within the study does not always favour the rank count trained second in each seed (stop 44: one
-        # worker's steady rate rose from 537 to 617 env steps/s over a study that always trained it first). The
-        # records are listed rank count by rank count all the same.
+        # every rank count alike and not on the ones trained last (five 2-worker CartPole runs trained after the
+        # five 1-worker runs once slowed from 1,676 to 1,336 env steps/s, where reruns went at 1,589-1,703). The
+        # order of the rank counts turns round from one seed to the next, so that a drift within the study does
+        # not always favour the rank count trained second in each seed (one worker's rate once rose from 537 to
+        # 617 env steps/s over a study that always trained it first). The records are listed rank count by rank
+        # count all the same.
         for turn, seed in enumerate(seeds):
             for ranks in (ranks_list if turn % 2 == 0 else ranks_list[::-1]):
                 name = f"np{ranks}_seed{seed}"

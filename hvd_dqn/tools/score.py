@@ -39,7 +39,7 @@ def main(argv=None) -> int:
     try:
         if args.episodes <= 0 or args.window <= 0:
             raise StudyError(f"--episodes={args.episodes} --window={args.window}: both must be positive")
-        env_id, episodes = read_run(args.logdir)
+        env_id, episodes = read_run(args.logdir, log_hint=False)
         if not episodes:
             raise StudyError(f"{args.logdir}: its episodes.csv holds no finished episode yet")
     except StudyError as error:

@@ -45,15 +45,15 @@ def final_return(episodes, window: int):
     return sum(episode[1] for episode in ordered) / len(ordered) if ordered else None
 
 
-def read_run(logdir: str):
+def read_run(logdir: str, log_hint: bool = True):
     """(env id, [(env steps at the episode's end, return, seconds of training then), ...]) of a finished run,
-    from its logdir."""
+    from its logdir. A run the study trained has its output beside it, in LOGDIR.log (`log_hint`)."""
     from hvd_dqn.logdir.curves import CurveError, load_run
 
     try:
         run = load_run(logdir)
     except CurveError as error:
-        raise StudyError(f"{error} (see {logdir}.log)") from None
+        raise StudyError(f"{error} (see {logdir}.log)" if log_hint else str(error)) from None
     ends = (run.episode_frames // run.frames_per_step).astype(int)
     return run.env_id, list(zip(ends.tolist(), run.episode_returns.tolist(), run.episode_wall_s.tolist()))
 

@@ -1,7 +1,7 @@
 """Summarises what studies/compare_stacks.sh measured: the two stacks' versions and set-up times, and for each
 benchmark figure the median over the rounds of each stack and their ratio (after / before).
 
-    python scripts/summarize_stacks.py OUT_DIR     # writes OUT_DIR/summary.json, prints a Markdown table
+    python studies/summarize_stacks.py OUT_DIR     # writes OUT_DIR/summary.json, prints a Markdown table
 """
 import glob
 import json
@@ -71,5 +71,5 @@ def main(out: str) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.exit("usage: python scripts/summarize_stacks.py OUT_DIR")
+        sys.exit("usage: python studies/summarize_stacks.py OUT_DIR")
     main(sys.argv[1])

@@ -1,5 +1,11 @@
 """hvd_dqn: data-parallel Deep Q-Networks with Horovod and TensorFlow-Keras.
 
+The layout: the commands a user runs are the modules at the top (`train`, `evaluate`, `export`, `ray_train`,
+`spark_train`; each `python -m hvd_dqn.NAME --help`), with what they share (`flags`, `config`, `cli`, `envs`,
+`rank_split`); the trainer's parts are the subpackages `agent/` (networks, learner, policy), `replay/` (each
+rank's memory), `run/` (one rank's part of a job) and `logdir/` (what a run leaves behind); `reference/` holds
+published curves as data; `tools/` measures and plans (benchmark, cost model, scaling study, score).
+
 hvd_dqn runs on Keras 2 (the `tf-keras` package): TensorFlow 2.16+ makes `tf.keras` Keras 3, whose optimizers
 Horovod 0.28.1's DistributedOptimizer cannot wrap (horovod issue #4290). TensorFlow picks the Keras behind
 `tf.keras` from TF_USE_LEGACY_KERAS when `tf.keras` is first used, so importing this package selects Keras 2 for

@@ -166,17 +166,6 @@ _HELP = {
 }
 
 
-# Flags that name a combination of other flags, kept for the presets, results and scripts that use them.
-OVERLAP_ACTING = {"pipeline": "on", "pipeline_lead_env_steps": 1, "pipeline_sync_updates": 1}
-_ALIAS_HELP = {
-    "overlap_acting": "The emulators step while the learner makes the updates the previous step paid for, with "
-                      "actions from weights one step older: another name for --pipeline=on "
-                      "--pipeline_lead_env_steps=1 --pipeline_sync_updates=1 (one step of every env ahead, "
-                      "weights copied after every update). Given with --pipeline=off, as before it was an alias, "
-                      "it still turns the pipeline on.",
-}
-
-
 # What `python -m hvd_dqn.train --help` lists: the flags a user sets, by task. Everything else (the network and
 # optimizer details, schedules, the Atari protocol, speed switches, the ways of counting and binding that the
 # measuring tools use) has a preset's value and is listed by --helpfull.
@@ -207,16 +196,14 @@ def short_help(flag_values: flags.FlagValues = flags.FLAGS, width: int = 100) ->
             lines += textwrap.wrap(text, width, initial_indent="  ", subsequent_indent="      ")
         lines.append("")
     shown = sum(len(names) for _, names in USER_FLAGS)
-    total = len(dataclasses.fields(TrainConfig)) + len(_ALIAS_HELP)
+    total = len(dataclasses.fields(TrainConfig))
     lines += textwrap.wrap(f"These are {shown} of hvd_dqn.train's {total} flags; --helpfull lists them all (network, "
                            "optimizer, schedules, Atari protocol, evaluation, speed switches).", width)
     return "\n".join(lines)
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """Defines one absl flag per TrainConfig field in `flag_values`, and the aliases. Safe to call more than once."""
-    if "overlap_acting" not in flag_values:
-        flags.DEFINE_bool("overlap_acting", False, _ALIAS_HELP["overlap_acting"], flag_values=flag_values)
+    """Defines one absl flag per TrainConfig field in `flag_values`. Safe to call more than once."""
     for field in dataclasses.fields(TrainConfig):
         if field.name in flag_values:
             continue
@@ -247,22 +234,7 @@ def config_from_flags(flag_values=flags.FLAGS, check_logdir_writable: bool = Tru
                     f"--hidden_sizes={','.join(value)}: must be a comma-separated list of positive "
                     "layer widths, e.g. 256,256") from None
         values[field.name] = value
-    if flag_values["overlap_acting"].value:
-        # Before it named the pipeline, --overlap_acting was its own code path and went with --pipeline=off.
-        if values["pipeline"] == "off":
-            values["pipeline"] = "on"
-        _apply_alias("overlap_acting", OVERLAP_ACTING, flag_values, values)
     return validate(TrainConfig(**values), check_logdir_writable=check_logdir_writable)
-
-
-def _apply_alias(alias: str, meaning: dict, flag_values, values: dict) -> None:
-    """Sets the flags `alias` stands for; one of them also given with another value is a ConfigError."""
-    for name, value in meaning.items():
-        if flag_values[name].present and values[name] != value:
-            raise ConfigError(f"--{alias} is --{name}={value} (with "
-                              + " ".join(f"--{other}={setting}" for other, setting in meaning.items() if other != name)
-                              + f"); it cannot go with --{name}={values[name]}")
-        values[name] = value
 
 
 def config_of_runs(program: str, flagfile: str, run_flags) -> TrainConfig:

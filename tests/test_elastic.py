@@ -108,8 +108,9 @@ def _finish(job, output, timeout=300):
     return text
 
 
-@pytest.mark.parametrize("killed_rank, acting", [(1, []), (0, []), (1, ["--pipeline=on"])],
-                         ids=["rank1", "rank0", "rank1-pipeline"])
+# Rank 1 killed with the pipeline on covers what rank 1 killed in order would (the survivor's roll-back is the
+# same); rank 0 killed in order covers the writer's loss.
+@pytest.mark.parametrize("killed_rank, acting", [(0, []), (1, ["--pipeline=on"])], ids=["rank0", "rank1-pipeline"])
 def test_training_survives_a_worker_killed_mid_run(tmp_path, killed_rank, acting):
     """SIGKILL of a worker in the middle of training, rank 0 (the writer) included: the survivor rolls back to the
     last commit, goes on alone to the end (as rank 0, writing the checkpoints) and exits 0. With the pipeline, the

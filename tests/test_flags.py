@@ -30,9 +30,6 @@ def _error_line(result):
     (["--pipeline_lead_env_steps=-2"], "hvd_dqn.train: error: --pipeline_lead_env_steps=-2: must be an integer >= 0 "
                                        "(env steps of the job), or -1 for two updates' worth"),
     (["--pipeline=yes"], "hvd_dqn.train: error: --pipeline=yes: must be one of auto, on, off"),
-    (["--overlap_acting", "--pipeline_sync_updates=4"], "hvd_dqn.train: error: --overlap_acting is "
-     "--pipeline_sync_updates=1 (with --pipeline=on --pipeline_lead_env_steps=1); it cannot go with "
-     "--pipeline_sync_updates=4"),
     (["--pipeline_sync_updates=0"], "hvd_dqn.train: error: --pipeline_sync_updates=0: must be a positive integer"),
     (["--elastic", "--rank_scaling=updates"], "hvd_dqn.train: error: --rank_scaling=updates: splits the job's "
                                               "--batch_size over a fixed number of ranks, which --elastic does not "
@@ -269,9 +266,9 @@ def test_help_lists_the_flags_a_user_sets_by_task_and_helpfull_lists_every_flag(
     assert listed == names  # in the order of the groups, nothing else
     for group, _ in USER_FLAGS:
         assert f"\n{group}:\n" in short.stdout
-    assert f"These are {len(names)} of hvd_dqn.train's {len(fields) + 1} flags; --helpfull" in " ".join(
+    assert f"These are {len(names)} of hvd_dqn.train's {len(fields)} flags; --helpfull" in " ".join(
         short.stdout.split())
     full = python_module("hvd_dqn.train", ["--helpfull"], timeout=60, check=False)
     assert full.returncode in (0, 1), full.stderr  # absl's --helpfull exits 1 after printing
-    for name in fields | {"overlap_acting"}:
+    for name in fields:
         assert f"--{name}:" in full.stdout or f"--[no]{name}:" in full.stdout, name

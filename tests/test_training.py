@@ -146,8 +146,9 @@ def test_cartpole_preset_is_solved_within_100k_env_steps(tmp_path):
     time study's run of that seed solved at 79,360 env steps in 41 s of training (one rank: 66,008 in 59 s;
     results/time_to_score/cartpole_2_workers_runs/)."""
     logdir = tmp_path / "run"
+    # As the time study ran it: over Open MPI (horovodrun's choice where it is installed), a core per rank.
     horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-                       f"--logdir={logdir}"], timeout=1500)
+                   f"--logdir={logdir}", "--cores_per_rank=1"], timeout=1500, controller="mpi")
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
     assert final["env_steps"] <= 100_000
     with open(logdir / "episodes.csv") as handle:

@@ -12,7 +12,7 @@ Reproducible by construction, whatever the threads' timing:
   has moved on by `sync_updates` or more since the last copy. With lead 0 and sync_updates 1 iteration i acts
   with the weights after iteration i - 1's updates: exactly the in-order loop. With lead 1 and sync_updates
   1 the emulators step while the learner makes the previous iteration's updates, with actions from weights one
-  iteration older: what the flag `--overlap_acting` asks for (once a code path of its own, bitwise this one).
+  iteration older: the benchmark's per-step overlap (once a code path of its own, bitwise this one).
 - the replay memory is written by the learning side only, in iteration order, so every update samples from
   the memory the in-order loop would have; the two sides' random streams are their own.
 - acting stops at `allow_until`'s iteration, where the trainer evaluates, logs, checkpoints or commits: those
@@ -33,7 +33,7 @@ from hvd_dqn.run.acting_side import ActingSide, Experience
 
 def lead_iterations(lead_env_steps: int, env_steps_per_iteration: int, iterations_per_update: float) -> int:
     """How many iterations acting may run ahead: --pipeline_lead_env_steps (the job's env steps, rounded up: 1 is
-    one step of every env, what --overlap_acting asks for), or with -1 enough to act on through two updates
+    one step of every env, the benchmark's per-step overlap), or with -1 enough to act on through two updates
     (acting goes on while the learner makes them)."""
     if lead_env_steps >= 0:
         return -(-lead_env_steps // env_steps_per_iteration)

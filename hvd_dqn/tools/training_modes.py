@@ -10,7 +10,6 @@ import os
 
 import numpy as np
 
-from hvd_dqn.flags import OVERLAP_ACTING
 from hvd_dqn.tools.timing import rename, side_by_side
 
 
@@ -56,7 +55,9 @@ def training_part(config, balanced_train_frequency: int, seconds: float, rounds:
 
 TRAINING_MODES = {  # name: the settings it trains with
     "pipeline": {"pipeline": "on"},  # acting ahead on its own thread (hvd_dqn.run.pipeline): Atari's default
-    "overlap": OVERLAP_ACTING,  # one step ahead: the emulators step while the previous step's updates are made
+    # One step of every env ahead, weights copied after every update: the emulators step while the previous
+    # step's updates are made.
+    "overlap": {"pipeline": "on", "pipeline_lead_env_steps": 1, "pipeline_sync_updates": 1},
     "in_order": {"pipeline": "off"},
 }
 

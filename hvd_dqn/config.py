@@ -21,7 +21,8 @@ from hvd_dqn.logdir import storage
 LOSSES = ("huber", "mse")  # the TD losses hvd_dqn.agent.learner knows
 NETWORKS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # hvd_dqn.agent.networks.build_q_network
 CONV_PADDINGS = ("valid", "same")  # the Nature CNN's convolutions: Mnih et al.'s, or Flax's (Dopamine)
-OPTIMIZERS = ("adam", "rmsprop")  # hvd_dqn.agent.learner.make_optimizer
+OPTIMIZERS = ("adam", "rmsprop", "radam")  # hvd_dqn.agent.learner.make_optimizer
+AGENTS = ("dqn", "pqn")  # DQN with replay and a target network; PQN (Gallici et al. 2024), hvd_dqn.agent.pqn
 RANK_SCALINGS = ("batch", "updates")  # how the work of an update is shared when ranks are added
 LR_SCALE_RULES = ("linear", "sqrt")  # --scale_lr_by_workers: the rate times N, or times sqrt(N)
 PIPELINE_MODES = ("auto", "on", "off")  # auto: on where the emulators step outside Python's lock (Atari)
@@ -34,6 +35,12 @@ class ConfigError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """Every setting of a training run. Field names equal the flag names in `hvd_dqn.flags`."""
+
+    # The agent: "dqn" (a replay memory and a target network: the settings of the replay and the target below) or
+    # "pqn" (Gallici et al. 2024, arXiv:2407.04811): no replay memory and no target network; every
+    # rollout_steps steps of its envs a rank computes Q(lambda) returns over the rollout it collected and learns
+    # from it for update_epochs passes of num_minibatches minibatches, then collects the next.
+    agent: str = "dqn"
 
     # Environment.
     env_id: str = "CartPole-v1"
@@ -84,6 +91,7 @@ class TrainConfig:
     max_grad_norm: float = 10.0  # 0 disables clipping; the global norm of the allreduced gradient
     double_dqn: bool = False
     dueling: bool = False  # dueling heads (Wang et al. 2016)
+    layer_norm: bool = False  # LayerNorm after every hidden layer before its ReLU (PQN's stabiliser)
     hidden_sizes: Tuple[int, ...] = (256, 256)
     network: str = "auto"  # auto: Nature CNN for stacked Atari frames, MinAtar's CNN for its grids, else MLP
     conv_padding: str = "valid"  # Nature CNN: "valid" (Mnih et al. 2015) or "same" (Dopamine's JAX/Flax default)
@@ -115,6 +123,13 @@ class TrainConfig:
     # preset means the same run at any N), unless this is set (or --elastic, whose world changes size): then
     # each rank has its own. Configs written before this field existed meant "per rank" under batch.
     counts_per_rank: bool = False
+
+    # PQN (agent="pqn"). The job's rollout is rollout_steps x num_envs transitions; each of its minibatches a
+    # num_minibatches-th of it, split evenly over the ranks, so N ranks run one rank's algorithm.
+    rollout_steps: int = 128  # steps of every env per rollout (CleanRL pqn.py's num_steps)
+    num_minibatches: int = 4  # minibatches per pass over a rollout
+    update_epochs: int = 4  # passes over each rollout
+    q_lambda: float = 0.65  # lambda of the Q(lambda) returns: 0 bootstraps every step, 1 only at the rollout's end
 
     # Logging, evaluation, checkpoints.
     logdir: str = "runs/cartpole"
@@ -206,6 +221,10 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
         _require(0.0 <= value <= 1.0, name, value, "must be a probability in [0, 1]")
     _require(0.0 <= config.repeat_action_probability <= 1.0, "repeat_action_probability",
              config.repeat_action_probability, "must be a probability in [0, 1]")
+    for name in ("rollout_steps", "num_minibatches", "update_epochs"):
+        value = getattr(config, name)
+        _require(isinstance(value, int) and value > 0, name, value, "must be a positive integer")
+    _require(0.0 <= config.q_lambda <= 1.0, "q_lambda", config.q_lambda, "must be in [0, 1]")
     for name in ("noop_max", "env_threads"):
         value = getattr(config, name)
         _require(isinstance(value, int) and value >= 0, name, value, "must be an integer >= 0")
@@ -221,10 +240,12 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
         _require(value > 0.0, name, value, "must be a number > 0")
     choices = (("network", NETWORKS), ("conv_padding", CONV_PADDINGS), ("optimizer", OPTIMIZERS),
                ("rank_scaling", RANK_SCALINGS), ("lr_scale_rule", LR_SCALE_RULES), ("loss", LOSSES),
-               ("pipeline", PIPELINE_MODES))
+               ("pipeline", PIPELINE_MODES), ("agent", AGENTS))
     for name, allowed in choices:
         value = getattr(config, name)
         _require(value in allowed, name, value, f"must be one of {', '.join(allowed)}")
+    if config.agent == "pqn":  # before DQN's own relations, which would name a setting PQN does not use
+        _check_pqn(config)
     if config.learning_rate_end is not None:
         _require(config.learning_rate_end >= 0.0, "learning_rate_end", config.learning_rate_end,
                  "must be a number >= 0")
@@ -267,6 +288,40 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     if check_logdir_writable:
         _check_writable_dir(config.logdir)
     return config
+
+
+# Settings PQN has no use for, and why; one given with --agent=pqn is named rather than silently ignored.
+DQN_ONLY = {
+    "replay_capacity": "the replay memory", "learning_starts": "the replay memory",
+    "batch_size": "the replay memory's minibatches (PQN's are a --num_minibatches-th of each rollout)",
+    "train_frequency": "the replay ratio (PQN learns from each rollout once it is collected)",
+    "prioritized_replay": "the replay memory", "priority_alpha": "prioritised replay",
+    "priority_beta_start": "prioritised replay", "priority_epsilon": "prioritised replay",
+    "n_step": "the replay memory's n-step returns (PQN's returns are Q(lambda), --q_lambda)",
+    "target_update_period": "the target network", "target_update_tau": "the target network",
+    "double_dqn": "the target network", "apex_exploration": "Ape-X's per-env epsilons",
+    "rank_scaling": "how ranks share DQN's updates (PQN's minibatches are split over the ranks)",
+}
+
+
+def _check_pqn(config: TrainConfig) -> None:
+    """--agent=pqn: every setting that only DQN reads is at its default, acting runs in order, and the run
+    is not elastic (not yet available for PQN)."""
+    defaults = TrainConfig()
+    for name, what in DQN_ONLY.items():
+        value = getattr(config, name)
+        if value != getattr(defaults, name):
+            raise ConfigError(f"--{name}={_flag_text(value)}: a DQN setting ({what}); --agent=pqn learns from "
+                              "each rollout without a replay memory or target network. Leave it out, or use "
+                              "--agent=dqn")
+    _require(config.pipeline != "on", "pipeline", config.pipeline,
+             "with --agent=pqn acting runs in order (each rollout is collected with the weights it is learned "
+             "from); leave it at auto")
+    _require(not config.elastic, "elastic", config.elastic, "not yet available with --agent=pqn")
+
+
+def _flag_text(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def _check_env_id(env_id: str) -> None:

@@ -64,13 +64,25 @@ _HELP = {
               "stops at episode ends and learning terminals.",
     "gamma": "Discount factor per env step.",
     "learning_rate": "Optimizer learning rate (per update, before any scaling by the number of ranks).",
-    "adam_epsilon": "Adam's epsilon (numerical stabiliser).",
+    "adam_epsilon": "Adam's and RAdam's epsilon (numerical stabiliser).",
     "loss": "TD loss: huber (Mnih et al. 2015; quadratic within --huber_delta, linear beyond) or mse (the mean "
             "squared TD error, without a factor 1/2, as Dopamine's JAX DQN).",
     "huber_delta": "Huber loss threshold on the TD error, in return units.",
     "max_grad_norm": "Clip the global norm of the averaged gradient to this value; 0 disables clipping.",
     "double_dqn": "Use double-DQN targets (van Hasselt et al. 2016): the online network picks a', "
                   "the target network values it.",
+    "layer_norm": "LayerNorm (Ba et al. 2016) after every hidden layer, before its ReLU: what keeps PQN's "
+                  "bootstrapped targets stable without a target network (Gallici et al. 2024).",
+    "agent": "dqn: DQN with a replay memory and a target network. pqn: parallelised Q-learning (Gallici et al. "
+             "2024): no replay memory, no target network; each rank collects --rollout_steps steps of its envs, "
+             "computes Q(lambda) returns (--q_lambda) and learns from that rollout for --update_epochs passes of "
+             "--num_minibatches minibatches (use it with --layer_norm). The replay and target settings are DQN's.",
+    "rollout_steps": "PQN: steps of every env in each rollout; the job's rollout is this times --num_envs.",
+    "num_minibatches": "PQN: minibatches per pass over a rollout, each a --num_minibatches-th of the job's rollout, "
+                       "split evenly over the ranks.",
+    "update_epochs": "PQN: passes over each rollout.",
+    "q_lambda": "PQN: lambda of the Q(lambda) returns (0: bootstrap after every step; 1: only at the rollout's or "
+                "the episode's end).",
     "dueling": "Dueling heads (Wang et al. 2016): Q = V + A - mean(A), for the MLP and the Nature CNN.",
     "hidden_sizes": "Widths of the Q-network's hidden layers, comma-separated.",
     "network": "Q-network: auto (the Nature CNN for stacked Atari frames, MinAtar's one-convolution CNN for its "
@@ -78,8 +90,9 @@ _HELP = {
     "conv_padding": "Nature CNN convolutions: valid (Mnih et al. 2015: 7x7x64 = 3,136 features, 1.69M parameters "
                     "for 6 actions) or same (Flax's default, so Dopamine's JAX agents: 11x11x64 = 7,744 features, "
                     "4.05M parameters; about 1.8 times the update time on a CPU).",
-    "optimizer": "adam (with --adam_epsilon) or rmsprop (with --rmsprop_rho, --rmsprop_epsilon, "
-                 "--rmsprop_centered; MinAtar's DQN: centred RMSprop).",
+    "optimizer": "adam (with --adam_epsilon), radam (Liu et al. 2020's rectified Adam, PQN's optimizer; with "
+                 "--adam_epsilon) or rmsprop (with --rmsprop_rho, --rmsprop_epsilon, --rmsprop_centered; MinAtar's "
+                 "DQN: centred RMSprop).",
     "rmsprop_rho": "RMSprop: decay rate of the average of squared gradients (PyTorch's alpha; MinAtar: 0.95).",
     "rmsprop_epsilon": "RMSprop: added to the square root of the second moment, as PyTorch's RMSprop does "
                        "(MinAtar: 0.01); Keras' own RMSprop adds it inside the root instead.",
@@ -171,8 +184,8 @@ _HELP = {
 # measuring tools use) has a preset's value and is listed by --helpfull.
 USER_FLAGS = (
     ("Task and budget", ("env_id", "total_env_steps", "num_envs", "seed")),
-    ("Algorithm", ("double_dqn", "dueling", "prioritized_replay", "n_step", "learning_rate", "batch_size",
-                   "replay_capacity")),
+    ("Algorithm", ("agent", "double_dqn", "dueling", "prioritized_replay", "n_step", "learning_rate",
+                   "batch_size", "replay_capacity")),
     ("Scaling over ranks", ("rank_scaling", "elastic", "fp16_allreduce")),
     ("Outputs, stopping and resuming", ("logdir", "checkpoint_interval_env_steps", "checkpoint_replay", "resume",
                                         "auto_resume", "stop_at_train_return", "eval_interval_env_steps")),

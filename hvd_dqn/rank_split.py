@@ -15,15 +15,17 @@ from hvd_dqn.config import ConfigError, TrainConfig
 
 def scales_lr(config: TrainConfig) -> bool:
     """Whether the step size is multiplied by the ranks: --scale_lr_by_workers applies to --rank_scaling=batch,
-    whose global batch grows with the ranks; under updates the global batch is --batch_size at any N."""
-    return config.scale_lr_by_workers and config.rank_scaling == "batch"
+    whose global batch grows with the ranks; under updates the global batch is --batch_size at any N, and so is
+    PQN's minibatch (a --num_minibatches-th of the job's rollout)."""
+    return config.scale_lr_by_workers and config.rank_scaling == "batch" and config.agent == "dqn"
 
 
 def scales_schedules(config: TrainConfig) -> bool:
     """Whether the schedules counted in updates are divided by the ranks: --scale_schedules_by_workers applies
     to --rank_scaling=batch only (updates makes one rank's updates per env step at any N) and not under
     --elastic (whose N changes while a schedule runs)."""
-    return config.scale_schedules_by_workers and config.rank_scaling == "batch" and not config.elastic
+    return (config.scale_schedules_by_workers and config.rank_scaling == "batch" and not config.elastic
+            and config.agent == "dqn")
 
 
 def counts_are_per_rank(config: TrainConfig) -> bool:
@@ -38,6 +40,8 @@ def rank_share(config: TrainConfig, world_size: int):
     memory at any N: N times as many envs would change the algorithm (each env's episodes would span N times
     as many updates: measured on CartPole, 32 envs in one rank stayed near 150 by 60k env steps where 4 envs
     played 500). With --counts_per_rank (or --elastic) each rank has its own."""
+    if config.agent == "pqn":
+        return pqn_rank_envs(config, world_size), 0
     if counts_are_per_rank(config):
         return config.num_envs, config.replay_capacity
     if config.num_envs % world_size:
@@ -51,6 +55,27 @@ def rank_share(config: TrainConfig, world_size: int):
                           f"(--learning_starts={config.learning_starts} over the job, and at least a whole "
                           f"--batch_size={config.batch_size} on each rank under --rank_scaling=batch)")
     return config.num_envs // world_size, capacity
+
+
+def pqn_rank_envs(config: TrainConfig, world_size: int) -> int:
+    """--agent=pqn: one rank's envs. Each minibatch is a --num_minibatches-th of the job's rollout
+    (--rollout_steps x the job's envs), drawn in equal shares from the ranks' rollouts, so N ranks run one
+    rank's algorithm: the envs and each minibatch must split evenly over them."""
+    envs = config.num_envs if counts_are_per_rank(config) else config.num_envs // world_size
+    if not counts_are_per_rank(config) and config.num_envs % world_size:
+        raise ConfigError(f"--num_envs={config.num_envs} (the job's envs) must split evenly over the {world_size} "
+                          "ranks (or add --counts_per_rank for that many envs on each rank)")
+    rollout = config.rollout_steps * envs
+    if rollout % config.num_minibatches:
+        raise ConfigError(f"--num_minibatches={config.num_minibatches}: each rank's rollout of {rollout:,} transitions "
+                          f"(--rollout_steps={config.rollout_steps} x {envs} envs) must split into that many equal "
+                          "minibatches")
+    return envs
+
+
+def pqn_minibatch_size(config: TrainConfig, world_size: int) -> int:
+    """--agent=pqn: the transitions of one rank's share of each minibatch."""
+    return config.rollout_steps * pqn_rank_envs(config, world_size) // config.num_minibatches
 
 
 def rank_learning_starts(config: TrainConfig, world_size: int) -> int:
@@ -68,7 +93,7 @@ def check_world(config: TrainConfig, world_size: int) -> None:
     """Raises ConfigError if the job's envs, replay memory or (under --rank_scaling=updates) batch do not split
     over `world_size` ranks; for the trainer and for the commands that start runs at several sizes."""
     rank_share(config, world_size)
-    if config.rank_scaling == "updates" and config.batch_size % world_size:
+    if config.agent == "dqn" and config.rank_scaling == "updates" and config.batch_size % world_size:
         raise ConfigError(f"--rank_scaling=updates: --batch_size={config.batch_size} (the global batch) must "
                           f"split evenly over the {world_size} ranks")
 

@@ -137,21 +137,9 @@ class DQNLearner:
             q_tm1_taken = tf.gather(q_tm1, action_tm1, axis=-1, batch_dims=1)
             td_error = target_tm1 - q_tm1_taken
             loss = tf.reduce_mean(weights * td_loss(td_error, self.loss, self.huber_delta))
-            if self.loss_scaling:
-                scaled_loss = self.optimizer.get_scaled_loss(loss)
-        variables = self.online.trainable_variables
-        if self.loss_scaling:
-            import horovod.tensorflow as hvd
-
-            compression = hvd.Compression.fp16 if self.fp16_allreduce else hvd.Compression.none
-            scaled_gradients = hvd.DistributedGradientTape(tape, compression=compression, groups=self.allreduce_groups
-                                                           ).gradient(scaled_loss, variables)
-            # Every rank holds the same averaged gradients, so all skip a non-finite step and change the
-            # loss scale alike.
-            self.optimizer.apply_gradients(zip(self.optimizer.get_unscaled_gradients(scaled_gradients), variables))
-        else:
-            # Horovod: `minimize(..., tape=)` is the path on which DistributedOptimizer allreduces the gradients.
-            self.optimizer.minimize(loss, variables, tape=tape)
+            scaled_loss = self.optimizer.get_scaled_loss(loss) if self.loss_scaling else None
+        minimize_distributed(self.optimizer, loss, scaled_loss, tape, self.online.trainable_variables,
+                             self.fp16_allreduce, self.allreduce_groups)
         self.num_updates.assign_add(1)
         return {"td_loss": loss, "q_mean": tf.reduce_mean(q_tm1_taken), "td_errors": td_error}
 
@@ -174,7 +162,59 @@ class DQNLearner:
             target_variable.assign(tau * online_variable + (1.0 - tau) * target_variable)
 
 
-# Registered so Horovod can rebuild it from its config (DistributedOptimizer uses from_config).
+def minimize_distributed(optimizer, loss, scaled_loss, tape, variables, fp16_allreduce: bool, allreduce_groups):
+    """Inside an update's graph: one step of `optimizer` on `loss`, its gradient averaged over the ranks.
+
+    Horovod: `minimize(..., tape=)` is the path on which DistributedOptimizer allreduces the gradients; computing
+    them with the tape and calling `apply_gradients` would train each rank alone. With --mixed_precision
+    (`scaled_loss` given) the optimizer is a LossScaleOptimizer, which Horovod cannot wrap: the gradients of the
+    scaled loss are averaged by Horovod's DistributedGradientTape instead."""
+    if scaled_loss is None:
+        optimizer.minimize(loss, variables, tape=tape)
+        return
+    import horovod.tensorflow as hvd
+
+    compression = hvd.Compression.fp16 if fp16_allreduce else hvd.Compression.none
+    scaled_gradients = hvd.DistributedGradientTape(tape, compression=compression, groups=allreduce_groups
+                                                   ).gradient(scaled_loss, variables)
+    # Every rank holds the same averaged gradients, so all skip a non-finite step and change the loss scale alike.
+    optimizer.apply_gradients(zip(optimizer.get_unscaled_gradients(scaled_gradients), variables))
+
+
+# Registered so Horovod can rebuild them from their config (DistributedOptimizer uses from_config).
+@tf.keras.utils.register_keras_serializable(package="hvd_dqn")
+class RectifiedAdam(tf.keras.optimizers.Adam):
+    """RAdam (Liu et al. 2020, "On the Variance of the Adaptive Learning Rate and Beyond", arXiv:1908.03265):
+    Adam whose adaptive step is rectified by the variance of its second-moment estimate, and which takes plain
+    bias-corrected momentum steps while that estimate is too young (rho_t <= 5). The optimizer of PQN's reference
+    code (purejaxql: optax.radam, whose threshold of 5 and epsilon outside the root this follows; CleanRL pqn.py:
+    torch.optim.RAdam). Dense gradients only, as Q-networks have."""
+
+    THRESHOLD = 5.0
+
+    def update_step(self, gradient, variable):
+        if isinstance(gradient, tf.IndexedSlices):
+            raise NotImplementedError("RectifiedAdam handles dense gradients only")
+        dtype = variable.dtype
+        lr = tf.cast(self.learning_rate, dtype)
+        step = tf.cast(self.iterations + 1, dtype)
+        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
+        beta_1_power, beta_2_power = tf.pow(beta_1, step), tf.pow(beta_2, step)
+        key = self._var_key(variable)
+        m = self._momentums[self._index_dict[key]]
+        v = self._velocities[self._index_dict[key]]
+        m.assign(beta_1 * m + (1 - beta_1) * gradient)
+        v.assign(beta_2 * v + (1 - beta_2) * tf.square(gradient))
+        m_hat = m / (1 - beta_1_power)
+        rho_infinity = 2 / (1 - beta_2) - 1
+        rho = rho_infinity - 2 * step * beta_2_power / (1 - beta_2_power)
+        rectifier = tf.sqrt(tf.maximum((rho - 4) * (rho - 2) * rho_infinity, 0.0)
+                            / ((rho_infinity - 4) * (rho_infinity - 2) * rho))
+        adaptive = rectifier * m_hat / (tf.sqrt(v / (1 - beta_2_power)) + self.epsilon)
+        variable.assign_sub(lr * tf.where(rho > self.THRESHOLD, adaptive, m_hat))
+
+
+@tf.keras.utils.register_keras_serializable(package="hvd_dqn")
 @tf.keras.utils.register_keras_serializable(package="hvd_dqn")
 class RootEpsilonRMSprop(tf.keras.optimizers.RMSprop):
     """RMSprop with epsilon added to the square root, lr * g / (sqrt(v - m^2) + eps), as PyTorch's RMSprop
@@ -203,8 +243,8 @@ def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: flo
                    optimizer: str = "adam", rmsprop_rho: float = 0.95, rmsprop_epsilon: float = 0.01,
                    rmsprop_centered: bool = True, lr_scale_rule: str = "linear",
                    learning_rate_end: Optional[float] = None, lr_decay_updates: int = 0):
-    """Adam (or, with optimizer="rmsprop", RootEpsilonRMSprop), wrapped in Horovod's DistributedOptimizer
-    (unless distributed=False, for comparisons).
+    """Adam (or, with optimizer="rmsprop", RootEpsilonRMSprop; "radam", RectifiedAdam), wrapped in Horovod's
+    DistributedOptimizer (unless distributed=False, for comparisons).
 
     `max_grad_norm` clips the global norm of the gradient after it has been averaged over ranks (Keras
     clips in apply_gradients, which runs after DistributedOptimizer's allreduce), so all ranks clip alike.
@@ -229,11 +269,13 @@ def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: flo
             decay_updates=lr_decay_updates if decaying else 0)
     if optimizer == "adam":
         built = tf.keras.optimizers.Adam(learning_rate=rate, epsilon=adam_epsilon, global_clipnorm=max_grad_norm or None)
+    elif optimizer == "radam":
+        built = RectifiedAdam(learning_rate=rate, epsilon=adam_epsilon, global_clipnorm=max_grad_norm or None)
     elif optimizer == "rmsprop":
         built = RootEpsilonRMSprop(learning_rate=rate, rho=rmsprop_rho, epsilon=rmsprop_epsilon,
                                    centered=rmsprop_centered, global_clipnorm=max_grad_norm or None)
     else:
-        raise ValueError(f"unknown optimizer {optimizer!r}; expected adam or rmsprop")
+        raise ValueError(f"unknown optimizer {optimizer!r}; expected adam, radam or rmsprop")
     if mixed_precision:
         return tf.keras.mixed_precision.LossScaleOptimizer(built)
     if not distributed:

@@ -3,6 +3,11 @@
 Dueling heads (Wang et al. 2016) estimate a state value V(s) and action advantages A(s, a) in two streams
 and combine them as Q(s, a) = V(s) + A(s, a) - mean_a A(s, a); subtracting the mean makes V and A
 identifiable without changing which action is greedy.
+
+With `layer_norm` every hidden layer is linear, then LayerNorm (Ba et al. 2016) over its features, then ReLU:
+what PQN (Gallici et al. 2024, arXiv:2407.04811) relies on, in place of a target network, to keep Q-learning
+stable. Its reference code (mttga/purejaxql) normalises each layer's last axis, the channels of a convolution;
+so do these networks. Without it the networks are exactly those of the papers each builder cites.
 """
 from __future__ import annotations
 
@@ -12,19 +17,33 @@ import numpy as np
 import tensorflow as tf
 
 
-def q_head(features, num_actions: int, dueling: bool, stream_width: int = 0):
+def hidden_layer(layer, inputs, name: str, layer_norm: bool):
+    """`layer` (a Dense or Conv2D without activation when `layer_norm`) applied to `inputs`, then ReLU; with
+    `layer_norm` a LayerNormalization over the last axis comes between them."""
+    if not layer_norm:
+        return layer(inputs)
+    normalised = tf.keras.layers.LayerNormalization(axis=-1, name=f"{name}_norm")(layer(inputs))
+    return tf.keras.layers.Activation("relu", name=f"{name}_relu")(normalised)
+
+
+def dense(width: int, name: str, layer_norm: bool):
+    return tf.keras.layers.Dense(width, activation=None if layer_norm else "relu", name=name)
+
+
+def q_head(features, num_actions: int, dueling: bool, stream_width: int = 0, layer_norm: bool = False):
     """Q-values (B, actions) from shared features: one linear layer, or dueling value and advantage streams,
     each with a ReLU layer of `stream_width` units first when it is > 0 (the Nature CNN's 512). The outputs
     are float32 even under --mixed_precision's float16 policy (Keras' advice: a float16 output loses the
     small differences between Q-values that decide the greedy action)."""
     if not dueling:
         if stream_width:
-            features = tf.keras.layers.Dense(stream_width, activation="relu", name="hidden")(features)
+            features = hidden_layer(dense(stream_width, "hidden", layer_norm), features, "hidden", layer_norm)
         return tf.keras.layers.Dense(num_actions, name="q_values", dtype="float32")(features)
     value, advantage = features, features
     if stream_width:
-        value = tf.keras.layers.Dense(stream_width, activation="relu", name="value_hidden")(value)
-        advantage = tf.keras.layers.Dense(stream_width, activation="relu", name="advantage_hidden")(advantage)
+        value = hidden_layer(dense(stream_width, "value_hidden", layer_norm), value, "value_hidden", layer_norm)
+        advantage = hidden_layer(dense(stream_width, "advantage_hidden", layer_norm), advantage, "advantage_hidden",
+                                 layer_norm)
     value = tf.keras.layers.Dense(1, name="value", dtype="float32")(value)
     advantage = tf.keras.layers.Dense(num_actions, name="advantage", dtype="float32")(advantage)
     return tf.keras.layers.Lambda(
@@ -33,18 +52,19 @@ def q_head(features, num_actions: int, dueling: bool, stream_width: int = 0):
 
 
 def build_mlp_q_network(observation_shape: Tuple[int, ...], num_actions: int, hidden_sizes: Sequence[int],
-                        name: str = "q_network", dueling: bool = False) -> tf.keras.Model:
+                        name: str = "q_network", dueling: bool = False, layer_norm: bool = False) -> tf.keras.Model:
     """A fully connected Q-network for vector observations: ReLU hidden layers shared by the linear output
     (or, dueling, by linear value and advantage layers), Q-values (B, actions)."""
     observation = tf.keras.Input(shape=observation_shape, dtype=tf.float32, name="observation")
     hidden = tf.keras.layers.Flatten()(observation)
     for index, width in enumerate(hidden_sizes):
-        hidden = tf.keras.layers.Dense(width, activation="relu", name=f"hidden_{index}")(hidden)
+        hidden = hidden_layer(dense(width, f"hidden_{index}", layer_norm), hidden, f"hidden_{index}", layer_norm)
     return tf.keras.Model(observation, q_head(hidden, num_actions, dueling), name=name)
 
 
 def build_nature_cnn_q_network(observation_shape: Tuple[int, ...], num_actions: int,
-                               name: str = "q_network", dueling: bool = False, padding: str = "valid") -> tf.keras.Model:
+                               name: str = "q_network", dueling: bool = False, padding: str = "valid",
+                               layer_norm: bool = False) -> tf.keras.Model:
     """The Q-network of Mnih et al. (2015): 3 convolutions and 2 dense layers over stacked frames; dueling,
     the 512-unit layer and the output are doubled into value and advantage streams, as Wang et al. (2016).
 
@@ -59,14 +79,16 @@ def build_nature_cnn_q_network(observation_shape: Tuple[int, ...], num_actions: 
     hidden = tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32) / 255.0, name="scale")(frames)
     hidden = tf.keras.layers.Permute((2, 3, 1), name="channels_last")(hidden)
     for index, (filters, size, stride) in enumerate([(32, 8, 4), (64, 4, 2), (64, 3, 1)]):
-        hidden = tf.keras.layers.Conv2D(filters, size, strides=stride, padding=padding, activation="relu",
-                                        name=f"conv_{index}")(hidden)
+        convolution = tf.keras.layers.Conv2D(filters, size, strides=stride, padding=padding,
+                                             activation=None if layer_norm else "relu", name=f"conv_{index}")
+        hidden = hidden_layer(convolution, hidden, f"conv_{index}", layer_norm)
     hidden = tf.keras.layers.Flatten()(hidden)
-    return tf.keras.Model(frames, q_head(hidden, num_actions, dueling, stream_width=512), name=name)
+    return tf.keras.Model(frames, q_head(hidden, num_actions, dueling, stream_width=512, layer_norm=layer_norm),
+                          name=name)
 
 
 def build_minatar_q_network(observation_shape: Tuple[int, ...], num_actions: int, name: str = "q_network",
-                            dueling: bool = False) -> tf.keras.Model:
+                            dueling: bool = False, layer_norm: bool = False) -> tf.keras.Model:
     """The Q-network of MinAtar's DQN (Young & Tian 2019; kenjyoung/MinAtar, examples/dqn.py): one 3x3
     convolution with 16 filters at stride 1 without padding (10x10 -> 8x8), a 128-unit ReLU layer and a linear
     output; dueling, the 128-unit layer is doubled into value and advantage streams.
@@ -75,9 +97,11 @@ def build_minatar_q_network(observation_shape: Tuple[int, ...], num_actions: int
     inside the model so the replay memory and the device only see the compact bools."""
     grid = tf.keras.Input(shape=observation_shape, dtype=tf.bool, name="grid")
     hidden = tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32), name="to_float")(grid)
-    hidden = tf.keras.layers.Conv2D(16, 3, strides=1, padding="valid", activation="relu", name="conv")(hidden)
-    hidden = tf.keras.layers.Flatten()(hidden)
-    return tf.keras.Model(grid, q_head(hidden, num_actions, dueling, stream_width=128), name=name)
+    convolution = tf.keras.layers.Conv2D(16, 3, strides=1, padding="valid", activation=None if layer_norm else "relu",
+                                         name="conv")
+    hidden = tf.keras.layers.Flatten()(hidden_layer(convolution, hidden, "conv", layer_norm))
+    return tf.keras.Model(grid, q_head(hidden, num_actions, dueling, stream_width=128, layer_norm=layer_norm),
+                          name=name)
 
 
 def is_image_observation(observation_shape: Tuple[int, ...], observation_dtype) -> bool:
@@ -92,22 +116,22 @@ def is_grid_observation(observation_shape: Tuple[int, ...], observation_dtype) -
 
 def build_q_network(observation_shape: Tuple[int, ...], observation_dtype, num_actions: int,
                     hidden_sizes: Sequence[int], name: str = "q_network", dueling: bool = False,
-                    network: str = "auto", conv_padding: str = "valid") -> tf.keras.Model:
+                    network: str = "auto", conv_padding: str = "valid", layer_norm: bool = False) -> tf.keras.Model:
     """The Q-network `network` names; "auto": the Nature CNN for stacked frames, MinAtar's CNN for bool grids,
     the MLP (`hidden_sizes`) for vector observations."""
     if network == "auto":
         network = ("nature_cnn" if is_image_observation(observation_shape, observation_dtype) else
                    "minatar_cnn" if is_grid_observation(observation_shape, observation_dtype) else "mlp")
     if network == "nature_cnn":
-        return build_nature_cnn_q_network(observation_shape, num_actions, name, dueling, conv_padding)
+        return build_nature_cnn_q_network(observation_shape, num_actions, name, dueling, conv_padding, layer_norm)
     if network == "minatar_cnn":
-        return build_minatar_q_network(observation_shape, num_actions, name, dueling)
+        return build_minatar_q_network(observation_shape, num_actions, name, dueling, layer_norm)
     if network == "mlp":
-        return build_mlp_q_network(observation_shape, num_actions, hidden_sizes, name, dueling)
+        return build_mlp_q_network(observation_shape, num_actions, hidden_sizes, name, dueling, layer_norm)
     raise ValueError(f"unknown network {network!r}")
 
 
 def q_network_for(config, spec, name: str) -> tf.keras.Model:
     """The Q-network a TrainConfig describes, for an env of `spec` (hvd_dqn.envs.EnvSpec)."""
     return build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions, config.hidden_sizes,
-                           name, config.dueling, config.network, config.conv_padding)
+                           name, config.dueling, config.network, config.conv_padding, config.layer_norm)

@@ -30,10 +30,8 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
+from hvd_dqn.replay.saved_arrays import SavedArrays
 from hvd_dqn.replay.sum_tree import SumTree
-
-# Arrays saved in a replay shard beside the memory (a rank's emulators), named apart from the memory's own.
-EXTRA_PREFIX = "extra_"
 
 
 @dataclasses.dataclass
@@ -85,7 +83,7 @@ class PrioritySettings:
     epsilon: float = 1e-6  # keeps every transition drawable
 
 
-class SegmentedReplay:
+class SegmentedReplay(SavedArrays):
     """The machinery both memories share: per-env segments, sampleability, n-step returns, priorities.
     Subclasses store observations and assemble them (`_write_observations`, `_observations`)."""
 
@@ -142,15 +140,8 @@ class SegmentedReplay:
     def load_state(self, state: Dict[str, np.ndarray]) -> None:
         """Restores `state()`; raises ValueError naming the first array whose shape or type differs (a
         memory built with another capacity, env count, observation shape or prioritisation)."""
-        expected = self.state()
-        missing = sorted(set(expected) - set(state)) or sorted(set(state) - set(expected))
-        if missing:
-            raise ValueError(f"holds different fields ({', '.join(missing)}): written with or without "
-                             "--prioritized_replay unlike this run")
-        for name, array in expected.items():
-            if state[name].shape != array.shape or state[name].dtype != array.dtype:
-                raise ValueError(f"{name.strip('_')} has shape {state[name].shape} {state[name].dtype}, this run "
-                                 f"{array.shape} {array.dtype} (another --replay_capacity, --num_envs or environment?)")
+        self.check_state(state, "written with or without --prioritized_replay unlike this run",
+                         "another --replay_capacity, --num_envs or environment?")
         for name, array in state.items():
             if name == "_tree_nodes":
                 self._tree._nodes[...] = array
@@ -172,32 +163,6 @@ class SegmentedReplay:
         """Marks each env's step at `positions` (its newest) as its episode's last: a truncation, so the
         step keeps its discount and its transition bootstraps from the stored next observation."""
         self._ended[envs, positions % self.segment] = True
-
-    def save(self, path: str, extra: Optional[Dict[str, np.ndarray]] = None) -> None:
-        """Writes state() as one compressed .npz file (written beside `path`, then renamed), with `extra`
-        arrays of the rank's that belong with its memory (its emulators' state) beside it."""
-        import os
-
-        temporary = f"{path}.partial.npz"
-        extra = {EXTRA_PREFIX + name: array for name, array in (extra or {}).items()}
-        np.savez_compressed(temporary, **self.state(), **extra)
-        os.replace(temporary, path)
-
-    def load(self, path: str) -> Dict[str, np.ndarray]:
-        """Restores a `save`d memory; returns the `extra` arrays saved with it."""
-        with np.load(path) as stored:
-            self.load_state({name: stored[name] for name in stored.files if not name.startswith(EXTRA_PREFIX)})
-            return {name[len(EXTRA_PREFIX):]: stored[name] for name in stored.files if name.startswith(EXTRA_PREFIX)}
-
-    def digest(self) -> str:
-        """A short hash of the whole state: equal digests mean identical memories."""
-        import hashlib
-
-        digest = hashlib.sha256()
-        for name, array in sorted(self.state().items()):
-            digest.update(name.encode())
-            digest.update(np.ascontiguousarray(array).tobytes())
-        return digest.hexdigest()[:16]
 
     def _write(self, envs, transition, action, reward, discount, ended) -> np.ndarray:
         """Writes one entry for each of `envs`; returns their slots."""

@@ -11,9 +11,10 @@ import functools
 
 import numpy as np
 
-from hvd_dqn.agent.learner import DQNLearner, make_optimizer
+from hvd_dqn.agent.learner import ALLREDUCE_GROUPS, DQNLearner, make_optimizer
 from hvd_dqn.agent.networks import is_image_observation
 from hvd_dqn.agent.policy import store_step
+from hvd_dqn.agent.pqn import PQNLearner
 from hvd_dqn.agent.schedules import LinearSchedule, update_counted_schedules
 from hvd_dqn.config import TrainConfig
 from hvd_dqn.rank_split import rank_learning_starts, scales_lr
@@ -121,14 +122,25 @@ def make_learner(config: TrainConfig, online, target, world_size: int, distribut
     to the ranks where the config says so), its loss and targets, and Horovod's DistributedOptimizer around the
     optimizer (unless distributed=False: the same update without the allreduce, which the measuring commands
     compare with it)."""
+    return DQNLearner(online, target, config_optimizer(config, world_size, distributed), config.double_dqn,
+                      config.huber_delta, xla=config.xla, fp16_allreduce=config.fp16_allreduce, loss=config.loss,
+                      grouped_allreduce=not config.elastic)
+
+
+def make_pqn_learner(config: TrainConfig, online, world_size: int, distributed: bool = True) -> PQNLearner:
+    """The learner of a PQN rank (--agent=pqn): the online network and the config's optimizer, no target."""
+    return PQNLearner(online, config_optimizer(config, world_size, distributed), config.loss, config.huber_delta,
+                      xla=config.xla, fp16_allreduce=config.fp16_allreduce, allreduce_groups=ALLREDUCE_GROUPS)
+
+
+def config_optimizer(config: TrainConfig, world_size: int, distributed: bool = True):
+    """The config's optimizer and step size for a rank of `world_size` (scaled to the ranks where the config
+    says so), in Horovod's DistributedOptimizer unless distributed=False."""
     schedules = update_counted_schedules(config, world_size)
-    optimizer = make_optimizer(config.learning_rate, config.adam_epsilon, config.max_grad_norm, world_size,
-                               scales_lr(config), schedules.lr_warmup_updates, distributed=distributed,
-                               elastic=config.elastic, fp16_allreduce=config.fp16_allreduce,
-                               mixed_precision=config.mixed_precision, optimizer=config.optimizer,
-                               rmsprop_rho=config.rmsprop_rho, rmsprop_epsilon=config.rmsprop_epsilon,
-                               rmsprop_centered=config.rmsprop_centered, lr_scale_rule=config.lr_scale_rule,
-                               learning_rate_end=config.learning_rate_end,
-                               lr_decay_updates=schedules.lr_decay_updates)
-    return DQNLearner(online, target, optimizer, config.double_dqn, config.huber_delta, xla=config.xla,
-                      fp16_allreduce=config.fp16_allreduce, loss=config.loss, grouped_allreduce=not config.elastic)
+    return make_optimizer(config.learning_rate, config.adam_epsilon, config.max_grad_norm, world_size,
+                          scales_lr(config), schedules.lr_warmup_updates, distributed=distributed,
+                          elastic=config.elastic, fp16_allreduce=config.fp16_allreduce,
+                          mixed_precision=config.mixed_precision, optimizer=config.optimizer,
+                          rmsprop_rho=config.rmsprop_rho, rmsprop_epsilon=config.rmsprop_epsilon,
+                          rmsprop_centered=config.rmsprop_centered, lr_scale_rule=config.lr_scale_rule,
+                          learning_rate_end=config.learning_rate_end, lr_decay_updates=schedules.lr_decay_updates)

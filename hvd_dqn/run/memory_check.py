@@ -27,8 +27,14 @@ WARN_FRACTION = 0.8
 
 
 def replay_bytes(config, spec, num_envs: int, capacity: int) -> int:
-    """Bytes the replay memory of `capacity` transitions over `num_envs` envs will hold once allocated."""
+    """Bytes the replay memory of `capacity` transitions over `num_envs` envs will hold once allocated (PQN's
+    rollout with --agent=pqn)."""
     import dataclasses
+
+    if config.agent == "pqn":
+        from hvd_dqn.replay.rollout import Rollout
+
+        return Rollout.bytes_needed(config.rollout_steps, num_envs, spec.observation_shape, spec.observation_dtype)
 
     from hvd_dqn.run.learning_side import make_replay_memory
 
@@ -89,6 +95,11 @@ def verdict(replay_per_rank: int, ranks_on_host: int, available: Optional[tuple]
 
 def describe(config, replay_per_rank: int, ranks_on_host: int, needed: int, available: tuple, host: str) -> str:
     """The refusal or warning's text: the flag, the bytes needed and available, and what to change."""
+    if config.agent == "pqn":
+        return (f"--rollout_steps={config.rollout_steps}: the rollouts need {needed / GIB:,.1f} GiB on {host} "
+                f"({ranks_on_host} rank(s) x ({replay_per_rank / GIB:,.1f} GiB of rollout + {PER_RANK_MARGIN_BYTES / GIB:g} "
+                f"GiB for TensorFlow and the emulators)) and {available[0] / GIB:,.1f} GiB is available "
+                f"({available[1]}); use fewer ranks per host, fewer --num_envs or fewer --rollout_steps")
     text = (f"--replay_capacity={config.replay_capacity}: the replay memories need {needed / GIB:,.1f} GiB on "
             f"{host} ({ranks_on_host} rank(s) x ({replay_per_rank / GIB:,.1f} GiB of replay + "
             f"{PER_RANK_MARGIN_BYTES / GIB:g} GiB for TensorFlow and the emulators)) and {available[0] / GIB:,.1f} "

@@ -251,12 +251,13 @@ def _format(value):
 def log_settings(config, replay, schedules, world_size: int, logdir: str) -> None:
     """Rank 0, once per job: the replay memory's size, every setting and the schedules as the ranks run them
     on the console, and the settings in <logdir>/config.json (which the evaluation, export and plots read)."""
-    logging.info("replay memory: %s transitions per rank, %d bytes per transition", f"{replay.capacity:,}",
+    logging.info("%s: %s transitions per rank, %d bytes per transition",
+                 "rollout" if config.agent == "pqn" else "replay memory", f"{replay.capacity:,}",
                  replay.bytes_per_transition)
     logging.info("settings:\n%s", config.to_json())
     if scales_schedules(config):
         logging.info("--scale_schedules_by_workers, %d ranks: %s", world_size, schedules)
-    elif config.rank_scaling == "batch" and world_size > 1 and not config.elastic:
+    elif config.agent == "dqn" and config.rank_scaling == "batch" and world_size > 1 and not config.elastic:
         # Legitimate, but the worst rule the scaling study measured (CartPole, 4 ranks: no seed of 3 solved).
         logging.warning("--rank_scaling=batch with %d ranks makes %d times fewer updates per env step, so "
                         "--target_update_period and the step-size warm-up and decay (counted in updates) span "

@@ -30,7 +30,8 @@ from hvd_dqn.run.progress import Counters
 # while "updates" was the default (before version 0.1.3) is resumed with --rank_scaling=updates; one begun under
 # "batch" before counts_per_rank existed, with --counts_per_rank (TrainConfig.from_json reads it so).
 _CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space", "dueling", "mixed_precision",
-                                "network", "conv_padding", "optimizer", "rank_scaling", "counts_per_rank")
+                                "network", "conv_padding", "optimizer", "rank_scaling", "counts_per_rank", "agent",
+                                "layer_norm", "rollout_steps")
 
 
 class Checkpointing:

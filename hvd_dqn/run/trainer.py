@@ -1,9 +1,10 @@
-"""One rank's part of a data-parallel DQN run: the loop, and the phases it calls by name.
+"""One rank's part of a data-parallel DQN (or PQN) run: the loop, and the phases it calls by name.
 
 Every rank owns an acting side (its envs and the epsilon-greedy policy, `hvd_dqn.run.acting_side`), a learning side
 (its replay memory and the updates its env steps pay for, `hvd_dqn.run.learning_side`) and a replica of the Q-network.
 Each iteration every env of every rank steps once, the steps are stored and the updates they bought are
-made, in which Horovod averages the gradients of all ranks' minibatches. Acting runs in order with learning
+made, in which Horovod averages the gradients of all ranks' minibatches. With --agent=pqn the learning side is
+`hvd_dqn.run.rollout_side.RolloutSide`: the steps fill a rollout, whose updates come once it is full. Acting runs in order with learning
 or ahead of it on a thread of its own (`--pipeline`, on by default for Atari; `hvd_dqn.run.pipeline`).
 Rank 0 broadcasts the initial state and alone writes checkpoints, metrics and TensorBoard events; when a run
 stops early is `hvd_dqn.run.stopping`'s to say.
@@ -24,15 +25,17 @@ from hvd_dqn.agent.schedules import LinearSchedule, apex_epsilons, update_counte
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_outside_python
 from hvd_dqn.logdir import storage
-from hvd_dqn.rank_split import check_world, rank_share
+from hvd_dqn.rank_split import check_world, pqn_minibatch_size, rank_share
+from hvd_dqn.replay.rollout import Rollout
 from hvd_dqn.run import distributed
 from hvd_dqn.run.acting_side import ActingSide, Experience
 from hvd_dqn.run.elastic import run_elastic
-from hvd_dqn.run.learning_side import LearningSide, make_learner, make_replay_memory
+from hvd_dqn.run.learning_side import LearningSide, make_learner, make_pqn_learner, make_replay_memory
 from hvd_dqn.run.memory_check import check_replay_fits
 from hvd_dqn.run.metrics import EpisodeTracker, MetricsWriter, RankMetrics, log_settings
 from hvd_dqn.run.pipeline import ActingPipeline, lead_iterations
 from hvd_dqn.run.progress import Counters, StopSignals, TrainingClock
+from hvd_dqn.run.rollout_side import RolloutSide
 from hvd_dqn.run.stopping import StopRules
 from hvd_dqn.run.save_restore import Checkpointing
 
@@ -42,7 +45,9 @@ class Trainer:
 
     def __init__(self, config: TrainConfig):
         self.config = config
-        self.use_pipeline = config.pipeline == "on" or (config.pipeline == "auto" and steps_outside_python(config.env_id))
+        # PQN acts in order: each rollout is collected by the network it is then learned from.
+        self.use_pipeline = config.agent == "dqn" and (
+            config.pipeline == "on" or (config.pipeline == "auto" and steps_outside_python(config.env_id)))
         # Horovod: one process per rank, its threads (and GPU) set before TensorFlow runs an op. The pipeline's
         # acting thread needs an inter-op thread of its own beside the learner's ops (with one, its inference fell
         # from 378 to 40 per second beside a Nature-CNN update; with two it ran at 337).
@@ -71,12 +76,19 @@ class Trainer:
         env = make_env_for(config, num_envs, self.world.local_size)
         spec = spec_of(env)
         check_replay_fits(config, spec, num_envs, replay_capacity, self.world)  # before anything big is allocated
-        online, target = (q_network_for(config, spec, name) for name in ("online", "target"))
         self.schedules = update_counted_schedules(config, self.world.size)
-        self.learner = make_learner(config, online, target, self.world.size)
         self.rank_metrics = RankMetrics()
-        self.learning = LearningSide(config, self.learner, make_replay_memory(config, spec, num_envs, replay_capacity),
-                                     sample_rng, num_envs, self.rank_metrics, self.schedules.target_update_period)
+        online = q_network_for(config, spec, "online")
+        if config.agent == "pqn":
+            self.learner = make_pqn_learner(config, online, self.world.size)
+            rollout = Rollout(config.rollout_steps, num_envs, spec.observation_shape, spec.observation_dtype)
+            self.learning = RolloutSide(config, self.learner, rollout, sample_rng, self.rank_metrics,
+                                        pqn_minibatch_size(config, self.world.size))
+        else:
+            self.learner = make_learner(config, online, q_network_for(config, spec, "target"), self.world.size)
+            self.learning = LearningSide(config, self.learner,
+                                         make_replay_memory(config, spec, num_envs, replay_capacity), sample_rng,
+                                         num_envs, self.rank_metrics, self.schedules.target_update_period)
         # The pipeline's acting thread gets a Q-network of its own, which the learner's weights reach at fixed
         # points; acting in order uses the online network itself.
         acting_network = q_network_for(config, spec, "acting") if self.use_pipeline else online

@@ -77,6 +77,9 @@ def main(argv) -> None:
         config = config_from_flags(check_logdir_writable=False)
     except ConfigError as error:
         _fail(str(error))
+    if config.agent != "dqn":
+        _fail(f"--agent={config.agent}: the stage benchmark measures DQN's stages (replay, target network); for PQN "
+              "use python -m hvd_dqn.tools.benchmark_workers, which times real training runs")
     if FLAGS.round_seconds <= 0 or FLAGS.rounds <= 0:
         _fail("--round_seconds and --rounds must be positive")
     from hvd_dqn.run import distributed

@@ -53,7 +53,10 @@ def resolved_config(flagfile: str, train_flags):
 
 def fill_env_steps(config, workers: int) -> int:
     """The job's env steps before the first update: every rank holds its --learning_starts transitions (its
-    share of the job's, or its own with --counts_per_rank), all ranks filling alike."""
+    share of the job's, or its own with --counts_per_rank), all ranks filling alike. PQN (--agent=pqn) first
+    updates once its first rollout is full."""
+    if config.agent == "pqn":
+        return config.rollout_steps * config.num_envs * (workers if config.counts_per_rank else 1)
     return rank_learning_starts(config, workers) * workers
 
 
@@ -118,6 +121,8 @@ def corun_flags(config, workers: int, job_num_envs) -> list:
     """The flags that make a one-worker run do one rank's work of `workers` (tools/corun.py), or why not."""
     from hvd_dqn.tools import corun
 
+    if config.agent == "pqn":
+        raise BenchmarkError("--corun: not yet available with --agent=pqn (the lone runs' flags are DQN's)")
     try:
         return corun.rank_alone_flags(config, workers, job_num_envs)
     except (corun.CorunError, ConfigError) as error:

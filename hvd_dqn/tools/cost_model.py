@@ -309,6 +309,9 @@ def main(argv=None) -> int:
             costs_part(args, train_flags)
             return 0
         config = resolved_config(args.flagfile, train_flags)
+        if config.agent != "dqn":
+            raise BenchmarkError(f"--agent={config.agent}: the cost model knows DQN's update (a replay minibatch "
+                                 "every --train_frequency env steps) only; PQN's is not modelled yet")
         if args.paper:
             report = paper(config, args)
             print_paper(report)

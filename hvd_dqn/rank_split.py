@@ -42,11 +42,9 @@ def rank_share(config: TrainConfig, world_size: int):
     played 500). With --counts_per_rank (or --elastic) each rank has its own."""
     if config.agent == "pqn":
         return pqn_rank_envs(config, world_size), 0
+    envs = rank_envs(config, world_size)
     if counts_are_per_rank(config):
-        return config.num_envs, config.replay_capacity
-    if config.num_envs % world_size:
-        raise ConfigError(f"--num_envs={config.num_envs} (the job's envs) must split evenly over the {world_size} "
-                          "ranks (or add --counts_per_rank for that many envs on each rank)")
+        return envs, config.replay_capacity
     capacity = config.replay_capacity // world_size
     starts = rank_learning_starts(config, world_size)
     if capacity < starts:
@@ -54,17 +52,25 @@ def rank_share(config: TrainConfig, world_size: int):
                           f"{capacity:,} transitions cannot hold the {starts:,} it needs before learning starts "
                           f"(--learning_starts={config.learning_starts} over the job, and at least a whole "
                           f"--batch_size={config.batch_size} on each rank under --rank_scaling=batch)")
-    return config.num_envs // world_size, capacity
+    return envs, capacity
+
+
+def rank_envs(config: TrainConfig, world_size: int) -> int:
+    """One rank's envs: its share of the job's --num_envs, which must split evenly (its own with
+    --counts_per_rank or --elastic)."""
+    if counts_are_per_rank(config):
+        return config.num_envs
+    if config.num_envs % world_size:
+        raise ConfigError(f"--num_envs={config.num_envs} (the job's envs) must split evenly over the {world_size} "
+                          "ranks (or add --counts_per_rank for that many envs on each rank)")
+    return config.num_envs // world_size
 
 
 def pqn_rank_envs(config: TrainConfig, world_size: int) -> int:
     """--agent=pqn: one rank's envs. Each minibatch is a --num_minibatches-th of the job's rollout
     (--rollout_steps x the job's envs), drawn in equal shares from the ranks' rollouts, so N ranks run one
     rank's algorithm: the envs and each minibatch must split evenly over them."""
-    envs = config.num_envs if counts_are_per_rank(config) else config.num_envs // world_size
-    if not counts_are_per_rank(config) and config.num_envs % world_size:
-        raise ConfigError(f"--num_envs={config.num_envs} (the job's envs) must split evenly over the {world_size} "
-                          "ranks (or add --counts_per_rank for that many envs on each rank)")
+    envs = rank_envs(config, world_size)
     rollout = config.rollout_steps * envs
     if rollout % config.num_minibatches:
         raise ConfigError(f"--num_minibatches={config.num_minibatches}: each rank's rollout of {rollout:,} transitions "

@@ -54,7 +54,6 @@ class PQNLearner:
     def __init__(self, online: tf.keras.Model, optimizer, loss: str = "mse", huber_delta: float = 1.0,
                  xla: bool = False, fp16_allreduce: bool = False, allreduce_groups=None):
         self.online = online
-        self.target = None
         self._forward = tf.function(online, jit_compile=True) if xla else online
         self.optimizer = optimizer
         self.loss_scaling = isinstance(optimizer, tf.keras.mixed_precision.LossScaleOptimizer)

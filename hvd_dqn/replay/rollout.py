@@ -40,12 +40,6 @@ class Rollout(SavedArrays):
     def bytes_per_transition(self) -> int:
         return sum(array.nbytes for array in self.state().values()) // self.capacity
 
-    @staticmethod
-    def bytes_needed(steps: int, num_envs: int, observation_shape, observation_dtype) -> int:
-        """What a Rollout of this size will hold once allocated (for the memory pre-flight)."""
-        observation = int(np.prod(observation_shape)) * np.dtype(observation_dtype).itemsize
-        return steps * num_envs * (2 * observation + 4 + 4 + 4 + 1)
-
     def add(self, observation, action, reward, discount, next_observation, episode_ended) -> None:
         """Stores one step of every env (leading dimension num_envs), as the replay memories' `add` does."""
         if self.full:

@@ -34,7 +34,9 @@ def replay_bytes(config, spec, num_envs: int, capacity: int) -> int:
     if config.agent == "pqn":
         from hvd_dqn.replay.rollout import Rollout
 
-        return Rollout.bytes_needed(config.rollout_steps, num_envs, spec.observation_shape, spec.observation_dtype)
+        # A one-step rollout gives the bytes per transition; the arrays grow linearly with the steps.
+        probe = Rollout(1, num_envs, spec.observation_shape, spec.observation_dtype)
+        return probe.bytes_per_transition * config.rollout_steps * num_envs
 
     from hvd_dqn.run.learning_side import make_replay_memory
 

@@ -31,7 +31,7 @@ import sys
 import tempfile
 
 from hvd_dqn.config import ConfigError
-from hvd_dqn.rank_split import problem_with_runs, rank_learning_starts
+from hvd_dqn.rank_split import pqn_rank_envs, problem_with_runs, rank_learning_starts
 from hvd_dqn.run import distributed
 
 PROGRAM = "hvd_dqn.tools.benchmark_workers"
@@ -56,7 +56,7 @@ def fill_env_steps(config, workers: int) -> int:
     share of the job's, or its own with --counts_per_rank), all ranks filling alike. PQN (--agent=pqn) first
     updates once its first rollout is full."""
     if config.agent == "pqn":
-        return config.rollout_steps * config.num_envs * (workers if config.counts_per_rank else 1)
+        return config.rollout_steps * pqn_rank_envs(config, workers) * workers
     return rank_learning_starts(config, workers) * workers
 
 

@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from hvd_dqn.agent.numpy_forward import NumpyForward
+from hvd_dqn.agent.policy import RolloutActor
 from hvd_dqn.agent.networks import build_minatar_q_network, build_mlp_q_network, build_nature_cnn_q_network
 from hvd_dqn.agent.pqn import q_lambda_returns
 from hvd_dqn.config import DQN_ONLY, ConfigError, TrainConfig, validate
@@ -85,6 +87,30 @@ def _radam_reference(gradients, lr=0.01, beta_1=0.9, beta_2=0.999, epsilon=1e-8)
         else:
             variable = variable - lr * m_hat
     return variable
+
+
+@pytest.mark.parametrize("layer_norm", [True, False])
+def test_numpy_acting_copy_computes_the_networks_q_values(layer_norm):
+    network = build_mlp_q_network((4,), 2, (120, 84), layer_norm=layer_norm)
+    copy = NumpyForward.of(network)
+    observations = np.random.default_rng(3).normal(scale=3.0, size=(16, 4)).astype(np.float32)
+    np.testing.assert_allclose(copy(observations), network(observations).numpy(), rtol=1e-5, atol=1e-5)
+    # A network of other layers acts through TensorFlow.
+    assert NumpyForward.of(build_minatar_q_network((10, 10, 4), 3, layer_norm=True)) is None
+    assert NumpyForward.of(build_mlp_q_network((4,), 2, (64,), dueling=True)) is None
+
+
+def test_rollout_actor_takes_new_weights_once_told_the_network_changed():
+    network = build_mlp_q_network((4,), 2, (32,), layer_norm=True)
+    actor = RolloutActor(network, 2, np.random.default_rng(0))
+    observations = np.random.default_rng(1).normal(size=(64, 4)).astype(np.float32)
+    before = actor.greedy_actions(observations)
+    np.testing.assert_array_equal(before, np.argmax(network(observations).numpy(), axis=-1))
+    head = network.layers[-1]
+    head.set_weights([-weight for weight in head.get_weights()])  # every greedy action flips
+    np.testing.assert_array_equal(actor.greedy_actions(observations), before)  # the copy of the rollout's start
+    actor.network_changed()
+    np.testing.assert_array_equal(actor.greedy_actions(observations), 1 - before)
 
 
 def test_radam_follows_its_formulas_through_the_warm_phase_and_after():

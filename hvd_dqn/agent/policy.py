@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from hvd_dqn.agent.numpy_forward import NumpyForward
 from hvd_dqn.envs import learning_discounts, true_next_observations
 
 
@@ -37,6 +38,32 @@ class EpsilonGreedyActor:
         if explore.all():  # early in training; skip the network
             return random_actions
         return np.where(explore, random_actions, self.greedy_actions(observation)).astype(np.int64)
+
+    def network_changed(self) -> None:
+        """Called whenever the network's weights were changed outside acting (updates, a restore, a broadcast);
+        this actor reads the network itself, so there is nothing to do."""
+
+
+class RolloutActor(EpsilonGreedyActor):
+    """The actor of an agent whose network stays fixed while it collects a rollout (PQN): where the network is
+    a small MLP it acts from a NumPy copy of the weights (`hvd_dqn.agent.numpy_forward`), taken at the first
+    greedy action after each `network_changed()`, instead of a TensorFlow call per env step."""
+
+    def __init__(self, q_network: tf.keras.Model, num_actions: int, rng: np.random.Generator):
+        super().__init__(q_network, num_actions, rng)
+        self._numpy_forward = NumpyForward.of(q_network)
+        self._copy_is_current = False
+
+    def network_changed(self) -> None:
+        self._copy_is_current = False
+
+    def greedy_actions(self, observation: np.ndarray) -> np.ndarray:
+        if self._numpy_forward is None:
+            return super().greedy_actions(observation)
+        if not self._copy_is_current:
+            self._numpy_forward.load()
+            self._copy_is_current = True
+        return np.argmax(self._numpy_forward(observation), axis=-1).astype(np.int32)
 
 
 def act_and_store(env, actor: EpsilonGreedyActor, replay, observation: np.ndarray, epsilon, clip_rewards: bool,

@@ -72,11 +72,13 @@ class TrainingState(State):
         """After a lost worker: back to the last commit."""
         for variable, value in zip(self.trainer.learner.synchronized_variables, self._saved_values):
             variable.assign(value)
+        self.trainer.acting.actor.network_changed()
         self._set_progress(self._saved_progress)
 
     def sync(self) -> None:
         """Collective, after every (re-)formation of the ring: every rank takes rank 0's state."""
         distributed.broadcast_from_chief(self.trainer.learner.synchronized_variables)
+        self.trainer.acting.actor.network_changed()
         self._set_progress(distributed.broadcast_object(self.progress(), "elastic_progress"))
         self.save()
 

@@ -31,6 +31,7 @@ class RolloutSide:
         self.minibatch_size = minibatch_size  # this rank's share of every minibatch
         self.update_credit = 0  # what a DQN rank checkpoints of its replay ratio; a rollout has none
         self.ranks_sharing_an_update = 1
+        self.network_changed = lambda: None  # the trainer points it at the actor's (a NumPy copy is redone)
 
     def share_updates_over(self, world_size: int) -> None:
         """The share of each minibatch was fixed for this world size when the rollout was built."""
@@ -59,6 +60,7 @@ class RolloutSide:
                                                                     targets[chosen]))
                 counters.updates += 1
         rollout.clear()
+        self.network_changed()
 
     def close(self) -> None:
         pass

@@ -20,7 +20,7 @@ from absl import logging
 from hvd_dqn.agent.episodes import run_episodes
 from hvd_dqn.agent.learner import current_learning_rate
 from hvd_dqn.agent.networks import q_network_for
-from hvd_dqn.agent.policy import EpsilonGreedyActor
+from hvd_dqn.agent.policy import EpsilonGreedyActor, RolloutActor
 from hvd_dqn.agent.schedules import LinearSchedule, apex_epsilons, update_counted_schedules
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_outside_python
@@ -92,9 +92,12 @@ class Trainer:
         # The pipeline's acting thread gets a Q-network of its own, which the learner's weights reach at fixed
         # points; acting in order uses the online network itself.
         acting_network = q_network_for(config, spec, "acting") if self.use_pipeline else online
-        self.acting = ActingSide(env, EpsilonGreedyActor(acting_network, spec.num_actions, self.rng),
+        actor_class = RolloutActor if config.agent == "pqn" else EpsilonGreedyActor
+        self.acting = ActingSide(env, actor_class(acting_network, spec.num_actions, self.rng),
                                  LinearSchedule(config.epsilon_start, config.epsilon_end,
                                                 config.epsilon_decay_env_steps, config.epsilon_decay_start_env_steps))
+        if config.agent == "pqn":
+            self.learning.network_changed = self.acting.actor.network_changed
         self.evaluation_actor = EpsilonGreedyActor(online, spec.num_actions, self.rng)  # the learner's weights
         self.eval_env = None
         self.take_place_in_world()
@@ -132,6 +135,7 @@ class Trainer:
         """Collective, once per job: agree on the log folder and the starting point (fresh or resumed)."""
         self.checkpoints.check_shared_logdir(self.world)
         resumed, acting_state = self.checkpoints.restore_or_broadcast(self.world, self.learning, self.rng)
+        self.acting.actor.network_changed()  # restored or broadcast weights
         if resumed is not None:
             self.counters = resumed
             self.clock = TrainingClock(resumed.wall_s)
@@ -229,7 +233,7 @@ class Trainer:
         """Collective, every few iterations: whether any rank received SIGTERM or SIGINT; then every rank
         stops together. With the pipeline the run ends a few iterations later, at the same one on every rank,
         once the steps acting had already made are stored and paid for."""
-        if self.stop_at_iteration is None and iteration % StopRules.poll_every(self.acting.num_envs) == 0 \
+        if self.stop_at_iteration is None and iteration % self.stop_rules.poll_every(self.acting.num_envs) == 0 \
                 and self.stop_rules.signal_to_any_rank(self.world.is_chief):
             self.stop_at_iteration = self.pipeline.stop_soon() if self.pipeline is not None else iteration
         return self.stop_at_iteration is not None and iteration >= self.stop_at_iteration

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Makes the environment CleanRL's scripts run in for studies/pqn_side_by_side.py, outside hvd_dqn's venv:
+#     bash studies/peer_venv.sh PEERS/cleanrl
+# CleanRL's pyproject pins gymnasium 0.29.1 and torch 2.4.1 (Python < 3.11). This machine's Python is 3.11 and
+# PyPI's torch 2.4.1 is a CUDA build of several GB, so the study used a CPU build of torch 2.13.0 (TORCH below;
+# elsewhere: TORCH="torch==2.4.1 --index-url https://download.pytorch.org/whl/cpu"). numpy stays below 2, which
+# gymnasium 0.29.1 was written for.
+set -euo pipefail
+venv=${1:?usage: peer_venv.sh DIR}
+TORCH=${TORCH:-torch==2.13.0}
+python3 -m venv "$venv"
+# shellcheck disable=SC2086
+"$venv/bin/pip" install -q $TORCH gymnasium==0.29.1 numpy==1.26.4 tyro==0.8.14 tensorboard==2.18.0
+"$venv/bin/python" -c "import torch, gymnasium; print('torch', torch.__version__, 'gymnasium', gymnasium.__version__)"

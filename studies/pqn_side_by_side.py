@@ -66,6 +66,21 @@ def command_for(config: str, task: dict, seed: int, logdir: str, args) -> list:
             f"--seed={seed}", "--cores_per_rank=1", f"--logdir={logdir}", *task["extra"]]
 
 
+def public_command(command: list, args) -> list:
+    """The command as run, with this machine's folders named by their roles."""
+    places = [(REPO + "/", ""), (os.path.abspath(args.workdir), "WORKDIR")]
+    if args.peer_python:
+        places.append((args.peer_python, "PEER_VENV/bin/python"))
+    if args.cleanrl_dir:
+        places.append((os.path.abspath(args.cleanrl_dir), "CLEANRL"))
+    named = []
+    for part in command:
+        for place, role in places:
+            part = part.replace(place, role)
+        named.append(part)
+    return named
+
+
 def run_one(config: str, task: dict, seed: int, args) -> None:
     evidence = f"{args.out}_runs/{config}_seed{seed}"
     if os.path.exists(os.path.join(evidence, "run.json")):
@@ -91,7 +106,7 @@ def run_one(config: str, task: dict, seed: int, args) -> None:
     for name in ("episodes.csv", "metrics.csv", "config.json"):
         if os.path.exists(os.path.join(logdir, name)):
             shutil.copyfile(os.path.join(logdir, name), os.path.join(evidence, name))
-    provenance = dict(config=config, seed=seed, command=[part.replace(REPO + "/", "") for part in command],
+    provenance = dict(config=config, seed=seed, command=public_command(command, args),
                       process_seconds=round(seconds, 1), hvd_dqn_commit=git_commit(REPO),
                       machine=platform.node(), finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     if config == "cleanrl_pqn":
@@ -122,7 +137,9 @@ def report(task_name: str, task: dict, seeds, out: str) -> dict:
             reached = episode_at_target(episodes, task["target"], WINDOW)
             records.append(dict(config=config, seed=seed, episodes=len(episodes),
                                 env_steps_to_target=None if reached is None else int(reached[0]),
-                                wall_s_to_target=None if reached is None else round(float(reached[2]), 1)))
+                                wall_s_to_target=None if reached is None else round(float(reached[2]), 1),
+                                env_steps_per_s_to_target=None if reached is None or not reached[2] else
+                                round(reached[0] / reached[2])))
     summary = []
     for config in task["configs"]:
         runs = [record for record in records if record["config"] == config]
@@ -131,7 +148,9 @@ def report(task_name: str, task: dict, seeds, out: str) -> dict:
                             median_env_steps_to_target=statistics.median(r["env_steps_to_target"] for r in reached)
                             if reached else None,
                             median_wall_s_to_target=round(statistics.median(r["wall_s_to_target"] for r in reached), 1)
-                            if reached else None))
+                            if reached else None,
+                            median_env_steps_per_s_to_target=statistics.median(
+                                r["env_steps_per_s_to_target"] for r in reached) if reached else None))
     study = dict(task=task_name, target=task["target"], window=WINDOW, seeds=list(seeds), runs=records,
                  summary=summary)
     with open(out + ".json", "w") as handle:

@@ -74,6 +74,23 @@ def test_the_gpu_table_rests_on_sourced_assumptions_and_shows_where_updates_mode
     assert by[(32, "batch")]["sync_ms"] > by[(8, "batch")]["sync_ms"]  # InfiniBand is slower than NVLink
 
 
+def test_pqn_gpu_table_pays_one_exchange_per_minibatch_on_a_sourced_rollout():
+    for name, assumption in cost_formula.PQN_GPU_ASSUMPTIONS.items():
+        assert assumption.value > 0 and assumption.unit and len(assumption.source) > 40, name
+    # The Nature CNN with LayerNorm: 6.75 MB of float32 gradients; 8 envs x 128 steps, 16 updates a rollout.
+    rows = cost_formula.pqn_paper_rows(gradient_bytes=6_750_096, env_steps_per_rollout=1024,
+                                       updates_per_rollout=16, env_steps=10_000_000)
+    by = {row["workers"]: row for row in rows}
+    rollout_s = cost_formula.PQN_GPU_ASSUMPTIONS["rollout_s"].value
+    assert by[1]["sync_ms"] == 0 and by[1]["env_steps_per_s"] == round(1024 / rollout_s, 1)
+    # 10M steps on one GPU take what CleanRL's run took: 42.8 minutes.
+    assert by[1]["hours_to_env_steps"] == pytest.approx(42.82 / 60, abs=0.01)
+    for workers in (8, 32):
+        expected = workers * 1024 / (rollout_s + 16 * by[workers]["sync_ms"] / 1000)
+        assert by[workers]["env_steps_per_s"] == pytest.approx(expected, rel=1e-3)
+        assert 0.8 * workers < by[workers]["speedup"] < workers
+
+
 def test_the_command_measures_predicts_and_validates_on_cartpole(tmp_path):
     report_path = tmp_path / "model.json"
     result = python_module("hvd_dqn.tools.cost_model", [

@@ -166,3 +166,46 @@ def costs_table(costs: Dict[str, Dict]) -> str:
             what = {"act_s": "envs", "learn_s": "batch", "sync_s": "workers"}[name]
             lines.append(f"  {name:<8} {what} {key:>4}: {1000 * value:8.3f} ms")
     return "\n".join(lines)
+
+
+# PQN (--agent=pqn) on GPUs: each rank's cycle is a rollout (its envs stepped --rollout_steps times) and that
+# rollout's updates, each of which waits for the allreduce of its gradient:
+#
+#     seconds per rollout = t_rollout + U x t_sync(N),    job env steps/s = N x S / seconds per rollout
+#
+# with S the env steps of a rank's rollout and U its updates (--update_epochs x --num_minibatches). t_rollout is
+# a whole rollout of one GPU, acting and updates together, as a published run measured it, so the model needs
+# no split of the two; it holds where every GPU runs the preset's envs and minibatches of its own
+# (hvd_dqn.train --counts_per_rank), which makes the job's rollout and minibatches N times the preset's.
+PQN_GPU_ASSUMPTIONS = {
+    "rollout_s": Assumption(
+        0.263, "s per rollout of 8 envs x 128 steps and its 16 updates of 256 (Nature CNN with LayerNorm, one GPU)",
+        "CleanRL's pqn_atari_envpool.py on Breakout-v5 (the preset configs/breakout_pqn.flags follows): 10M agent "
+        "steps in 42.82 minutes on one GPU (CleanRL's docs, rl-algorithms/pqn, runtime table; benchmark/pqn.sh "
+        "gives each run one GPU), i.e. 2,569 s over 9,766 rollouts of 1,024 steps; torch with envpool, so "
+        "hvd_dqn's TensorFlow on one GPU is assumed to match it"),
+}
+
+
+def pqn_paper_rows(gradient_bytes: int, env_steps_per_rollout: int, updates_per_rollout: int, env_steps: float,
+                   layouts=((1, 1), (1, 8), (4, 8))) -> List[dict]:
+    """Predicted env steps/s and hours to `env_steps` of PQN jobs laid out as (nodes, GPUs per node), every GPU
+    with the preset's envs and minibatches (PQN_GPU_ASSUMPTIONS, and GPU_ASSUMPTIONS for the exchange)."""
+    a = {name: assumption.value for name, assumption in GPU_ASSUMPTIONS.items()}
+    rollout_s = PQN_GPU_ASSUMPTIONS["rollout_s"].value
+    rows = []
+    for nodes, per_node in layouts:
+        workers = nodes * per_node
+        if nodes > 1:
+            bandwidth, latency = a["infiniband_bytes_per_s"], a["infiniband_latency_s"]
+        else:
+            bandwidth, latency = a["nvlink_bytes_per_s"], a["nvlink_latency_s"]
+        sync = ring_allreduce_s(gradient_bytes, workers, bandwidth, latency) + (a["negotiation_s"] if workers > 1
+                                                                                 else 0.0)
+        rate = workers * env_steps_per_rollout / (rollout_s + updates_per_rollout * sync)
+        rows.append(dict(nodes=nodes, gpus_per_node=per_node, workers=workers, rank_scaling="counts_per_rank",
+                         sync_ms=round(1000 * sync, 3), env_steps_per_s=round(rate, 1),
+                         hours_to_env_steps=round(env_steps / rate / 3600, 2)))
+    for row in rows:
+        row["speedup"] = round(row["env_steps_per_s"] / rows[0]["env_steps_per_s"], 2)
+    return rows

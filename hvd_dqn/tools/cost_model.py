@@ -228,6 +228,13 @@ def paper(config, args) -> dict:
     spec = probe_spec(config)
     network = q_network_for(config, spec, "online")
     gradient_bytes = 4 * int(network.count_params())
+    if config.agent == "pqn":
+        rows = cost_formula.pqn_paper_rows(gradient_bytes, config.num_envs * config.rollout_steps,
+                                           config.update_epochs * config.num_minibatches, args.env_steps)
+        assumptions = {**cost_formula.PQN_GPU_ASSUMPTIONS, **cost_formula.GPU_ASSUMPTIONS}
+        return {"agent": "pqn", "gradient_bytes": gradient_bytes, "env_steps": args.env_steps, "rows": rows,
+                "assumptions": {name: vars(assumption) for name, assumption in assumptions.items()
+                                if name not in ("learn_s", "act_s")}}
     try:
         rows = cost_formula.paper_rows(gradient_bytes, config.batch_size, config.train_frequency, 1, args.env_steps)
     except cost_formula.ShapeError as error:  # under `updates` the preset's batch splits over 8 and 32 GPUs
@@ -237,8 +244,10 @@ def paper(config, args) -> dict:
 
 
 def print_paper(report: dict) -> None:
-    print(f"{PROGRAM}: on paper, {report['gradient_bytes'] / 1e6:.1f} MB of gradients per update, acting and "
-          f"learning overlapped, {report['env_steps']:,} env steps")
+    how = ("PQN, every GPU with the preset's envs and minibatches (--counts_per_rank)" if report.get("agent") == "pqn"
+           else "acting and learning overlapped")
+    print(f"{PROGRAM}: on paper, {report['gradient_bytes'] / 1e6:.1f} MB of gradients per update, {how}, "
+          f"{report['env_steps']:,} env steps")
     print(f"  {'nodes x GPUs':>12} {'mode':>8} {'sync ms':>8} {'env steps/s':>12} {'speed-up':>9} {'hours':>7}")
     for row in report["rows"]:
         print(f"  {row['nodes']:>6} x {row['gpus_per_node']:<3} {row['rank_scaling']:>8} {row['sync_ms']:>8.3f} "
@@ -309,9 +318,10 @@ def main(argv=None) -> int:
             costs_part(args, train_flags)
             return 0
         config = resolved_config(args.flagfile, train_flags)
-        if config.agent != "dqn":
-            raise BenchmarkError(f"--agent={config.agent}: the cost model knows DQN's update (a replay minibatch "
-                                 "every --train_frequency env steps) only; PQN's is not modelled yet")
+        if config.agent != "dqn" and not args.paper:
+            raise BenchmarkError(f"--agent={config.agent}: this machine's costs are measured for DQN's update (a "
+                                 "replay minibatch every --train_frequency env steps); for PQN, --paper predicts "
+                                 "GPUs and hvd_dqn.tools.benchmark_workers measures workers here")
         if args.paper:
             report = paper(config, args)
             print_paper(report)

@@ -116,6 +116,20 @@ GPU_ASSUMPTIONS = {
 }
 
 
+def gpu_sync_s(gradient_bytes: int, nodes: int, gpus_per_node: int) -> float:
+    """What one update's gradient exchange adds on `nodes` x `gpus_per_node` GPUs (GPU_ASSUMPTIONS): the ring
+    over NVLink within a node or InfiniBand across nodes, plus Horovod's negotiation; 0 for one GPU."""
+    a = {name: assumption.value for name, assumption in GPU_ASSUMPTIONS.items()}
+    workers = nodes * gpus_per_node
+    if workers == 1:
+        return 0.0
+    if nodes > 1:
+        bandwidth, latency = a["infiniband_bytes_per_s"], a["infiniband_latency_s"]
+    else:
+        bandwidth, latency = a["nvlink_bytes_per_s"], a["nvlink_latency_s"]
+    return ring_allreduce_s(gradient_bytes, workers, bandwidth, latency) + a["negotiation_s"]
+
+
 def paper_rows(gradient_bytes: int, batch_size: int, train_frequency: int, job_num_envs_per_gpu: int,
                env_steps: float, layouts=((1, 1), (1, 8), (4, 8)), modes=("updates", "batch"),
                overlap: bool = True) -> List[dict]:
@@ -127,12 +141,7 @@ def paper_rows(gradient_bytes: int, batch_size: int, train_frequency: int, job_n
     rows = []
     for nodes, per_node in layouts:
         workers = nodes * per_node
-        if nodes > 1:
-            bandwidth, latency = a["infiniband_bytes_per_s"], a["infiniband_latency_s"]
-        else:
-            bandwidth, latency = a["nvlink_bytes_per_s"], a["nvlink_latency_s"]
-        sync = ring_allreduce_s(gradient_bytes, workers, bandwidth, latency) + (a["negotiation_s"] if workers > 1
-                                                                                 else 0.0)
+        sync = gpu_sync_s(gradient_bytes, nodes, per_node)
         for mode in modes:  # each GPU its own envs; under `updates` the job keeps one GPU's batch and ratio
             shape = rank_shape(mode, job_num_envs_per_gpu * workers, batch_size, train_frequency, workers)
             rate = job_env_steps_per_s(shape, a["act_s"], a["learn_s"], sync, overlap)
@@ -191,17 +200,11 @@ def pqn_paper_rows(gradient_bytes: int, env_steps_per_rollout: int, updates_per_
                    layouts=((1, 1), (1, 8), (4, 8))) -> List[dict]:
     """Predicted env steps/s and hours to `env_steps` of PQN jobs laid out as (nodes, GPUs per node), every GPU
     with the preset's envs and minibatches (PQN_GPU_ASSUMPTIONS, and GPU_ASSUMPTIONS for the exchange)."""
-    a = {name: assumption.value for name, assumption in GPU_ASSUMPTIONS.items()}
     rollout_s = PQN_GPU_ASSUMPTIONS["rollout_s"].value
     rows = []
     for nodes, per_node in layouts:
         workers = nodes * per_node
-        if nodes > 1:
-            bandwidth, latency = a["infiniband_bytes_per_s"], a["infiniband_latency_s"]
-        else:
-            bandwidth, latency = a["nvlink_bytes_per_s"], a["nvlink_latency_s"]
-        sync = ring_allreduce_s(gradient_bytes, workers, bandwidth, latency) + (a["negotiation_s"] if workers > 1
-                                                                                 else 0.0)
+        sync = gpu_sync_s(gradient_bytes, nodes, per_node)
         rate = workers * env_steps_per_rollout / (rollout_s + updates_per_rollout * sync)
         rows.append(dict(nodes=nodes, gpus_per_node=per_node, workers=workers, rank_scaling="counts_per_rank",
                          sync_ms=round(1000 * sync, 3), env_steps_per_s=round(rate, 1),

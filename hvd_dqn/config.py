@@ -305,8 +305,7 @@ DQN_ONLY = {
 
 
 def _check_pqn(config: TrainConfig) -> None:
-    """--agent=pqn: every setting that only DQN reads is at its default, acting runs in order, and the run
-    is not elastic (not yet available for PQN)."""
+    """--agent=pqn: every setting that only DQN reads is at its default, and acting runs in order."""
     defaults = TrainConfig()
     for name, what in DQN_ONLY.items():
         value = getattr(config, name)
@@ -317,7 +316,6 @@ def _check_pqn(config: TrainConfig) -> None:
     _require(config.pipeline != "on", "pipeline", config.pipeline,
              "with --agent=pqn acting runs in order (each rollout is collected with the weights it is learned "
              "from); leave it at auto")
-    _require(not config.elastic, "elastic", config.elastic, "not yet available with --agent=pqn")
 
 
 def _flag_text(value) -> str:

@@ -68,7 +68,12 @@ def test_rollback_restores_networks_optimizer_and_counters_exactly():
     assert trainer.counters.updates == 1500 and state.started
 
 
-def _elastic_job(tmp_path, hosts, *flags, np_=2):
+# PQN's CartPole preset, each rank with its own 4 envs (as --elastic has it), committing every 2,048 env steps.
+CARTPOLE_PQN = [f"--flagfile={REPO / 'configs' / 'cartpole_pqn.flags'}", "--elastic", "--elastic_commit_env_steps=2048",
+                "--log_interval_env_steps=2048", "--checkpoint_interval_env_steps=16384", "--stop_at_train_return=inf"]
+
+
+def _elastic_job(tmp_path, hosts, *flags, np_=2, preset=CARTPOLE):
     """Starts `horovodrun --min-np 1 --max-np 2` with scripts/discover_hosts.sh reading `hosts` (a file the test
     may change while the job runs); returns (process, output file, logdir)."""
     hosts_file, logdir, output = tmp_path / "hosts.txt", tmp_path / "run", tmp_path / "output.txt"
@@ -76,7 +81,7 @@ def _elastic_job(tmp_path, hosts, *flags, np_=2):
     # --network-interface lo: Horovod Elastic otherwise needs two hosts up before it starts, to compare NICs.
     command = [_horovodrun(), "-np", str(np_), "--min-np", "1", "--max-np", "2", "--network-interface", "lo",
                "--host-discovery-script", str(REPO / "scripts" / "discover_hosts.sh"),
-               PYTHON, "-m", "hvd_dqn.train", *CARTPOLE, f"--logdir={logdir}", *flags]
+               PYTHON, "-m", "hvd_dqn.train", *preset, f"--logdir={logdir}", *flags]
     env = dict(subprocess_env(), HVD_DQN_HOSTS_FILE=str(hosts_file))
     handle = open(output, "w")
     job = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
@@ -138,6 +143,34 @@ def test_training_survives_a_worker_killed_mid_run(tmp_path, killed_rank, acting
     report = tmp_path / "eval.json"  # the final checkpoint loads and plays
     python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=2", f"--json={report}"], timeout=300)
     assert json.loads(report.read_text())["env_steps"] == total
+
+
+def test_pqn_survives_a_worker_killed_mid_rollout(tmp_path):
+    """PQN under --elastic: rank 1 killed while the two rollouts fill; the survivor rolls back to the last
+    commit, starts a new rollout and trains alone to the budget; the final checkpoint loads and plays."""
+    total = 60_000
+    job, output, logdir = _elastic_job(tmp_path, "localhost:1\n127.0.0.1:1\n", f"--total_env_steps={total}",
+                                       preset=CARTPOLE_PQN)
+    world = _wait_for(output, r"world: 2 ranks.*\n.*rank \d \(local rank 0, pid (\d+)\)\n.*rank \d \(local rank 0, "
+                              r"pid (\d+)\)", job)
+    pids = {int(rank): int(pid) for rank, pid in re.findall(r"rank (\d) \(local rank 0, pid (\d+)\)", world.group(0))}
+    _wait_for(output, r"env steps 10,240/", job)  # ten rollouts of the job: learning is under way
+    os.kill(pids[1], signal.SIGKILL)
+    text = _finish(job, output)
+    changed = re.search(r"world changed from 2 to 1 ranks; going on from the last commit \(([\d,]+) env steps, "
+                        r"([\d,]+) updates\)", text)
+    assert changed, text[-4000:]
+    commit_env_steps, commit_updates = (int(group.replace(",", "")) for group in changed.groups())
+    assert 10_240 <= commit_env_steps < total
+    # Each rollout of the job (2 ranks x 4 envs x 128 steps) pays for 16 updates; rollouts are whole at commits.
+    assert commit_updates == 16 * (commit_env_steps // 1024)
+    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+    assert final["env_steps"] >= total and final["world_size"] == 1
+    # The survivor's own rollouts (4 envs x 128 steps) each pay for 16 updates after the rollback.
+    assert final["updates"] == commit_updates + 16 * ((final["env_steps"] - commit_env_steps) // 512)
+    report = tmp_path / "eval.json"
+    python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=2", f"--json={report}"], timeout=300)
+    assert json.loads(report.read_text())["env_steps"] == final["env_steps"]
 
 
 def test_a_joining_worker_receives_the_weights_and_trains_in_step(tmp_path):

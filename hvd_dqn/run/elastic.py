@@ -30,6 +30,7 @@ from horovod.common.elastic import State
 
 from hvd_dqn.agent.learner import rescale_learning_rate
 from hvd_dqn.config import ConfigError
+from hvd_dqn.rank_split import scales_lr
 from hvd_dqn.run import distributed
 from hvd_dqn.run.progress import Counters
 
@@ -72,13 +73,11 @@ class TrainingState(State):
         """After a lost worker: back to the last commit."""
         for variable, value in zip(self.trainer.learner.synchronized_variables, self._saved_values):
             variable.assign(value)
-        self.trainer.acting.actor.network_changed()
         self._set_progress(self._saved_progress)
 
     def sync(self) -> None:
         """Collective, after every (re-)formation of the ring: every rank takes rank 0's state."""
         distributed.broadcast_from_chief(self.trainer.learner.synchronized_variables)
-        self.trainer.acting.actor.network_changed()
         self._set_progress(distributed.broadcast_object(self.progress(), "elastic_progress"))
         self.save()
 
@@ -134,9 +133,9 @@ def on_world_change(trainer) -> None:
     trainer.world = distributed.current_world()
     trainer.take_place_in_world()  # also: no rank updates until all have --learning_starts again
     world = trainer.world
-    # Only a --scale_lr_by_workers rate follows the world; a decay-only schedule keeps its scale of 1.
-    rescaled = config.scale_lr_by_workers and rescale_learning_rate(trainer.learner.optimizer, world.size,
-                                                                     config.lr_scale_rule)
+    # Only DQN's --scale_lr_by_workers rate follows the world (rank_split.scales_lr); a decay-only schedule, and
+    # PQN's, whose minibatch share is each rank's own under --elastic, keep their scale of 1.
+    rescaled = scales_lr(config) and rescale_learning_rate(trainer.learner.optimizer, world.size, config.lr_scale_rule)
     # Only rank 0 reports progress (main() quiets the others); a rank promoted to rank 0 takes over.
     logging.set_verbosity(logging.INFO if world.is_chief else logging.WARNING)
     if world.is_chief:

@@ -34,7 +34,13 @@ class RolloutSide:
         self.network_changed = lambda: None  # the trainer points it at the actor's (a NumPy copy is redone)
 
     def share_updates_over(self, world_size: int) -> None:
-        """The share of each minibatch was fixed for this world size when the rollout was built."""
+        """At start-up and after every change of world (--elastic). A rank's share of each minibatch is a
+        fixed part of its own rollout, so nothing is re-split; but a change of world starts a new rollout on
+        every rank: the survivors' networks were rolled back past the steps they had collected since the last
+        commit, and a newcomer's rollout is empty, so only new rollouts fill in step on every rank."""
+        self.replay.clear()
+        self.network_changed()  # the actor copies the weights at its next greedy action: after the rollback and
+        # Horovod Elastic's sync of rank 0's weights, which both come before training goes on
 
     def store(self, experience: Experience):
         """Stores one step of every env, as the DQN side does; returns (raw rewards, done)."""

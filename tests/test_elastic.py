@@ -113,6 +113,30 @@ def _finish(job, output, timeout=300):
     return text
 
 
+def _kill_mid_run(tmp_path, killed_rank, under_way, *flags, preset=CARTPOLE):
+    """Starts a 2-rank elastic job, SIGKILLs rank `killed_rank` once the log shows `under_way`, lets the survivor
+    finish; returns (its output, the logdir, the env steps and updates of the commit it went on from)."""
+    job, output, logdir = _elastic_job(tmp_path, "localhost:1\n127.0.0.1:1\n", *flags, preset=preset)
+    world = _wait_for(output, r"world: 2 ranks.*\n.*rank \d \(local rank 0, pid (\d+)\)\n.*rank \d \(local rank 0, "
+                              r"pid (\d+)\)", job)
+    pids = {int(rank): int(pid) for rank, pid in re.findall(r"rank (\d) \(local rank 0, pid (\d+)\)", world.group(0))}
+    _wait_for(output, under_way, job)
+    os.kill(pids[killed_rank], signal.SIGKILL)
+    text = _finish(job, output)
+    changed = re.search(r"world changed from 2 to 1 ranks(; learning rate rescaled)?; going on from the last commit "
+                        r"\(([\d,]+) env steps, ([\d,]+) updates\)", text)
+    assert changed, text[-4000:]
+    assert bool(changed.group(1)) == (preset is CARTPOLE)  # only DQN's --scale_lr_by_workers follows the world
+    commit_env_steps, commit_updates = (int(group.replace(",", "")) for group in changed.groups()[1:])
+    return text, logdir, commit_env_steps, commit_updates
+
+
+def _final_checkpoint_plays(tmp_path, logdir, env_steps) -> None:
+    report = tmp_path / "eval.json"
+    python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=2", f"--json={report}"], timeout=300)
+    assert json.loads(report.read_text())["env_steps"] == env_steps
+
+
 # Rank 1 killed with the pipeline on covers what rank 1 killed in order would (the survivor's roll-back is the
 # same); rank 0 killed in order covers the writer's loss.
 @pytest.mark.parametrize("killed_rank, acting", [(0, []), (1, ["--pipeline=on"])], ids=["rank0", "rank1-pipeline"])
@@ -121,18 +145,9 @@ def test_training_survives_a_worker_killed_mid_run(tmp_path, killed_rank, acting
     last commit, goes on alone to the end (as rank 0, writing the checkpoints) and exits 0. With the pipeline, the
     survivor's acting thread is stopped by the failure and started again after the rollback."""
     total = 16_000
-    job, output, logdir = _elastic_job(tmp_path, "localhost:1\n127.0.0.1:1\n", f"--total_env_steps={total}", *acting)
-    world = _wait_for(output, r"world: 2 ranks.*\n.*rank \d \(local rank 0, pid (\d+)\)\n.*rank \d \(local rank 0, "
-                              r"pid (\d+)\)", job)
-    pids = {int(rank): int(pid) for rank, pid in re.findall(r"rank (\d) \(local rank 0, pid (\d+)\)", world.group(0))}
-    _wait_for(output, r"env steps 6,000/", job)  # learning is under way (updates from 2,000 env steps on)
-    os.kill(pids[killed_rank], signal.SIGKILL)
-    text = _finish(job, output)
-
-    changed = re.search(r"world changed from 2 to 1 ranks; learning rate rescaled; going on from the last commit "
-                        r"\(([\d,]+) env steps, ([\d,]+) updates\)", text)
-    assert changed, text[-4000:]
-    commit_env_steps, commit_updates = (int(group.replace(",", "")) for group in changed.groups())
+    # Learning is under way at 6,000 env steps (updates from 2,000 on).
+    _, logdir, commit_env_steps, commit_updates = _kill_mid_run(tmp_path, killed_rank, r"env steps 6,000/",
+                                                                f"--total_env_steps={total}", *acting)
     assert 6_000 <= commit_env_steps < total
     # Nothing lost or counted twice: two ranks made 4 updates per 8 env steps from 2,000 env steps on (the first
     # 4 when the memories reached 1,000 each); the survivor, its memory full, 4 updates per 4 env steps after.
@@ -140,27 +155,16 @@ def test_training_survives_a_worker_killed_mid_run(tmp_path, killed_rank, acting
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
     assert final["env_steps"] == total and final["world_size"] == 1
     assert final["updates"] == commit_updates + (total - commit_env_steps)
-    report = tmp_path / "eval.json"  # the final checkpoint loads and plays
-    python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=2", f"--json={report}"], timeout=300)
-    assert json.loads(report.read_text())["env_steps"] == total
+    _final_checkpoint_plays(tmp_path, logdir, total)
 
 
 def test_pqn_survives_a_worker_killed_mid_rollout(tmp_path):
     """PQN under --elastic: rank 1 killed while the two rollouts fill; the survivor rolls back to the last
     commit, starts a new rollout and trains alone to the budget; the final checkpoint loads and plays."""
     total = 60_000
-    job, output, logdir = _elastic_job(tmp_path, "localhost:1\n127.0.0.1:1\n", f"--total_env_steps={total}",
-                                       preset=CARTPOLE_PQN)
-    world = _wait_for(output, r"world: 2 ranks.*\n.*rank \d \(local rank 0, pid (\d+)\)\n.*rank \d \(local rank 0, "
-                              r"pid (\d+)\)", job)
-    pids = {int(rank): int(pid) for rank, pid in re.findall(r"rank (\d) \(local rank 0, pid (\d+)\)", world.group(0))}
-    _wait_for(output, r"env steps 10,240/", job)  # ten rollouts of the job: learning is under way
-    os.kill(pids[1], signal.SIGKILL)
-    text = _finish(job, output)
-    changed = re.search(r"world changed from 2 to 1 ranks; going on from the last commit \(([\d,]+) env steps, "
-                        r"([\d,]+) updates\)", text)
-    assert changed, text[-4000:]
-    commit_env_steps, commit_updates = (int(group.replace(",", "")) for group in changed.groups())
+    # Ten rollouts of the job by 10,240 env steps: learning is under way.
+    _, logdir, commit_env_steps, commit_updates = _kill_mid_run(tmp_path, 1, r"env steps 10,240/",
+                                                                f"--total_env_steps={total}", preset=CARTPOLE_PQN)
     assert 10_240 <= commit_env_steps < total
     # Each rollout of the job (2 ranks x 4 envs x 128 steps) pays for 16 updates; rollouts are whole at commits.
     assert commit_updates == 16 * (commit_env_steps // 1024)
@@ -168,9 +172,7 @@ def test_pqn_survives_a_worker_killed_mid_rollout(tmp_path):
     assert final["env_steps"] >= total and final["world_size"] == 1
     # The survivor's own rollouts (4 envs x 128 steps) each pay for 16 updates after the rollback.
     assert final["updates"] == commit_updates + 16 * ((final["env_steps"] - commit_env_steps) // 512)
-    report = tmp_path / "eval.json"
-    python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=2", f"--json={report}"], timeout=300)
-    assert json.loads(report.read_text())["env_steps"] == final["env_steps"]
+    _final_checkpoint_plays(tmp_path, logdir, final["env_steps"])
 
 
 def test_a_joining_worker_receives_the_weights_and_trains_in_step(tmp_path):

@@ -10,6 +10,8 @@ stands for DQN and offers the trainer and the checkpoints the same names.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from hvd_dqn.agent.policy import store_step
@@ -22,7 +24,7 @@ from hvd_dqn.run.metrics import RankMetrics
 
 class RolloutSide:
     def __init__(self, config: TrainConfig, learner: PQNLearner, rollout: Rollout, sample_rng: np.random.Generator,
-                 rank_metrics: RankMetrics, minibatch_size: int):
+                 rank_metrics: RankMetrics, minibatch_size: int, network_changed: Callable[[], None] = lambda: None):
         self.config = config
         self.learner = learner
         self.replay = rollout  # the trainer and the checkpoints call a rank's memory `replay`
@@ -31,7 +33,7 @@ class RolloutSide:
         self.minibatch_size = minibatch_size  # this rank's share of every minibatch
         self.update_credit = 0  # what a DQN rank checkpoints of its replay ratio; a rollout has none
         self.ranks_sharing_an_update = 1
-        self.network_changed = lambda: None  # the trainer points it at the actor's (a NumPy copy is redone)
+        self.network_changed = network_changed  # the actor's: after updates its NumPy copy is taken again
 
     def share_updates_over(self, world_size: int) -> None:
         """At start-up and after every change of world (--elastic). A rank's share of each minibatch is a

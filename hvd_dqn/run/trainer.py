@@ -79,25 +79,24 @@ class Trainer:
         self.schedules = update_counted_schedules(config, self.world.size)
         self.rank_metrics = RankMetrics()
         online = q_network_for(config, spec, "online")
-        if config.agent == "pqn":
+        if config.agent == "pqn":  # acting in order with the online network, from a copy taken once a rollout
             self.learner = make_pqn_learner(config, online, self.world.size)
+            actor = RolloutActor(online, spec.num_actions, self.rng)
             rollout = Rollout(config.rollout_steps, num_envs, spec.observation_shape, spec.observation_dtype)
             self.learning = RolloutSide(config, self.learner, rollout, sample_rng, self.rank_metrics,
-                                        pqn_minibatch_size(config, self.world.size))
+                                        pqn_minibatch_size(config, self.world.size), actor.network_changed)
         else:
             self.learner = make_learner(config, online, q_network_for(config, spec, "target"), self.world.size)
             self.learning = LearningSide(config, self.learner,
                                          make_replay_memory(config, spec, num_envs, replay_capacity), sample_rng,
                                          num_envs, self.rank_metrics, self.schedules.target_update_period)
-        # The pipeline's acting thread gets a Q-network of its own, which the learner's weights reach at fixed
-        # points; acting in order uses the online network itself.
-        acting_network = q_network_for(config, spec, "acting") if self.use_pipeline else online
-        actor_class = RolloutActor if config.agent == "pqn" else EpsilonGreedyActor
-        self.acting = ActingSide(env, actor_class(acting_network, spec.num_actions, self.rng),
-                                 LinearSchedule(config.epsilon_start, config.epsilon_end,
-                                                config.epsilon_decay_env_steps, config.epsilon_decay_start_env_steps))
-        if config.agent == "pqn":
-            self.learning.network_changed = self.acting.actor.network_changed
+            # The pipeline's acting thread gets a Q-network of its own, which the learner's weights reach at
+            # fixed points; acting in order uses the online network itself.
+            actor = EpsilonGreedyActor(q_network_for(config, spec, "acting") if self.use_pipeline else online,
+                                       spec.num_actions, self.rng)
+        self.acting = ActingSide(env, actor, LinearSchedule(config.epsilon_start, config.epsilon_end,
+                                                            config.epsilon_decay_env_steps,
+                                                            config.epsilon_decay_start_env_steps))
         self.evaluation_actor = EpsilonGreedyActor(online, spec.num_actions, self.rng)  # the learner's weights
         self.eval_env = None
         self.take_place_in_world()

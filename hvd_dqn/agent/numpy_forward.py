@@ -13,7 +13,7 @@ so a layer whose options it does not follow is found there, not in play.
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -31,9 +31,8 @@ def _activation(name) -> Optional[Callable]:
 class NumpyForward:
     """`forward(observation) -> Q-values` for a batch, from the weights last copied by `load()`."""
 
-    def __init__(self, model: tf.keras.Model, steps: List[Callable]):
-        self._model = model
-        self._steps = steps
+    def __init__(self, steps: List[Tuple[str, object, tf.keras.layers.Layer]]):
+        self._steps = steps  # (kind, its option: an activation or LayerNorm's epsilon, the layer)
         self._weights: List[List[np.ndarray]] = []
 
     @classmethod
@@ -55,7 +54,7 @@ class NumpyForward:
                 steps.append(("activation", _activation(getattr(layer, "activation", "relu")), layer))
             else:
                 return None
-        copy = cls(model, steps)
+        copy = cls(steps)
         copy.load()
         probe = np.random.default_rng(0).normal(size=(8,) + tuple(model.input_shape[1:])).astype(np.float32)
         expected = model(probe, training=False).numpy()

@@ -121,27 +121,62 @@ class DQNLearner:
 
     @tf.function
     def _update_from_frames(self, frames, next_offset, action_tm1, reward_t, discount_t, weights):
-        # Only the compact uint8 frames cross to the device; both stacks are cut from them there.
-        stack = self.online.input_shape[1]
-        observation_tm1 = frames[:, :stack]
-        observation_t = tf.gather(frames, next_offset[:, None] + tf.range(stack)[None, :], batch_dims=1)
+        observation_tm1, observation_t = self._stacks(frames, next_offset)
         return self._step(observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights)
+
+    def _stacks(self, frames, next_offset):
+        """A FrameBatch's two stacks of observations. Only the compact uint8 frames cross to the device; both
+        stacks are cut from them there."""
+        stack = self.online.input_shape[1]
+        return frames[:, :stack], tf.gather(frames, next_offset[:, None] + tf.range(stack)[None, :], batch_dims=1)
 
     def _step(self, observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights):
         """The update's graph: (double-)DQN targets, the weighted TD loss, the distributed minimize."""
-        q_target_t = self._target_forward(observation_t, training=False)
-        q_online_t = self._online_forward(observation_t, training=False) if self.double_dqn else None
-        target_tm1 = tf.stop_gradient(td_targets(reward_t, discount_t, q_target_t, q_online_t))
+        target_tm1 = self._targets(reward_t, discount_t, observation_t)
         with tf.GradientTape() as tape:
-            q_tm1 = self._online_forward(observation_tm1, training=True)
-            q_tm1_taken = tf.gather(q_tm1, action_tm1, axis=-1, batch_dims=1)
-            td_error = target_tm1 - q_tm1_taken
-            loss = tf.reduce_mean(weights * td_loss(td_error, self.loss, self.huber_delta))
+            loss, q_tm1_taken, td_error = self._loss(observation_tm1, action_tm1, target_tm1, weights)
             scaled_loss = self.optimizer.get_scaled_loss(loss) if self.loss_scaling else None
         minimize_distributed(self.optimizer, loss, scaled_loss, tape, self.online.trainable_variables,
                              self.fp16_allreduce, self.allreduce_groups)
         self.num_updates.assign_add(1)
         return {"td_loss": loss, "q_mean": tf.reduce_mean(q_tm1_taken), "td_errors": td_error}
+
+    def _targets(self, reward_t, discount_t, observation_t):
+        q_target_t = self._target_forward(observation_t, training=False)
+        q_online_t = self._online_forward(observation_t, training=False) if self.double_dqn else None
+        return tf.stop_gradient(td_targets(reward_t, discount_t, q_target_t, q_online_t))
+
+    def _loss(self, observation_tm1, action_tm1, target_tm1, weights):
+        """(the weighted mean TD loss, Q of the actions taken, the TD errors), recorded on the caller's tape."""
+        q_tm1 = self._online_forward(observation_tm1, training=True)
+        q_tm1_taken = tf.gather(q_tm1, action_tm1, axis=-1, batch_dims=1)
+        td_error = target_tm1 - q_tm1_taken
+        return tf.reduce_mean(weights * td_loss(td_error, self.loss, self.huber_delta)), q_tm1_taken, td_error
+
+    def loss_gradient(self, batch) -> np.ndarray:
+        """The gradient of the update's loss on `batch` at the current weights, all variables flattened into
+        one float64 vector: this rank's alone (no allreduce, no clipping, no step). What the gradient noise
+        scale (hvd_dqn.tools.noise_scale) is measured from."""
+        weights = batch.weights if batch.weights is not None else np.ones(len(batch.action_tm1), np.float32)
+        if isinstance(batch, FrameBatch):
+            gradients = self._frames_gradient(batch.frames, batch.next_offset, batch.action_tm1, batch.reward_t,
+                                              batch.discount_t, weights)
+        else:
+            gradients = self._gradient(batch.observation_tm1, batch.action_tm1, batch.reward_t, batch.discount_t,
+                                       batch.observation_t, weights)
+        return np.concatenate([np.ravel(gradient.numpy()).astype(np.float64) for gradient in gradients])
+
+    @tf.function
+    def _frames_gradient(self, frames, next_offset, action_tm1, reward_t, discount_t, weights):
+        observation_tm1, observation_t = self._stacks(frames, next_offset)
+        return self._gradient(observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights)
+
+    @tf.function
+    def _gradient(self, observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights):
+        target_tm1 = self._targets(reward_t, discount_t, observation_t)
+        with tf.GradientTape() as tape:
+            loss, _, _ = self._loss(observation_tm1, action_tm1, target_tm1, weights)
+        return tape.gradient(loss, self.online.trainable_variables)
 
     def sync_target(self, tau: float = 1.0) -> None:
         """Target <- online (tau = 1, Mnih et al. 2015), or target <- tau online + (1 - tau) target: Polyak

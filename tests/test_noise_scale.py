@@ -131,18 +131,17 @@ def test_preconditioned_noise_scale_of_a_known_problem():
     assert scaled.simple == pytest.approx(0.48, rel=0.15)
 
 
-def test_command_on_a_cartpole_run(tmp_path):
+def test_command_on_a_cartpole_run(tmp_path, capsys):
     logdir = tmp_path / "run"
     python_module("hvd_dqn.train", [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", f"--logdir={logdir}",
-                                    "--total_env_steps=3000", "--checkpoint_replay",
-                                    "--checkpoint_interval_env_steps=1500", "--keep_checkpoints=10",
+                                    "--total_env_steps=1600", "--checkpoint_replay",
+                                    "--checkpoint_interval_env_steps=800", "--keep_checkpoints=10",
                                     "--eval_interval_env_steps=0"], timeout=300)
     out = tmp_path / "noise.json"
-    result = python_module("hvd_dqn.tools.noise_scale", [logdir, "--rounds=4", "--batches_per_round=4",
-                                                          f"--json={out}"], timeout=300)
-    assert "from N =" in result.stdout
+    assert noise_scale.main([str(logdir), "--rounds=4", "--batches_per_round=4", f"--json={out}"]) == 0
+    assert "from N =" in capsys.readouterr().out
     measured = json.loads(out.read_text())
-    assert [m["env_steps"] for m in measured["checkpoints"]] == [1504, 3000]  # iterations of 8 envs
+    assert [m["env_steps"] for m in measured["checkpoints"]] == [800, 1600]
     for m in measured["checkpoints"]:
         assert m["rank_batch"] == 128 and len(m["rounds"]) == 4 and m["trace"] > 0
         assert len(m["rounds_preconditioned"]) == 4 and m["noise_scale_preconditioned"] > 0

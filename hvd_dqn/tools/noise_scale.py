@@ -7,13 +7,20 @@
 
 The gradient noise scale (McCandlish, Kaplan, Amodei et al. 2018, "An Empirical Model of Large-Batch Training",
 arXiv:1812.06162) is B_simple = tr(Sigma) / |G|^2: the per-transition gradient's variance over the squared
-norm of the true gradient. Their model, which it fits across supervised, generative and RL tasks (Dota, Atari
-with A2C and PPO), says a batch B spends E = E_min (1 + B / B_crit) examples to reach a loss, and B_simple
-approximates the critical batch B_crit. Under --rank_scaling=batch N ranks draw N times the global batch and
-make N times fewer updates per env step, so the transitions replayed per env step stay the same, and env steps
-to a score grow by (1 + N b / B) / (1 + b / B) for a rank's batch b: past a ratio r at
+norm of the true gradient. A batch much smaller than it gives a noisy gradient; a batch beyond it, hardly a
+better one. Under --rank_scaling=batch N ranks draw a global batch of N b (b a rank's batch) and make N times
+fewer updates per env step at N times the step size. Up to N = B / b ranks the growing batch buys a better
+gradient; beyond, the fewer updates are made up for by the larger step alone, and env steps hold only as far
+as the preset's step size can rise (which one-rank runs with --train_frequency and the step size both times k
+measure; docs/scaling.md). Their model, which fits supervised, generative and RL tasks (Dota, Atari with A2C
+and PPO), says that at the best step size for each batch B, E = E_min (1 + B / B_crit) examples reach a
+loss, with B_crit about B_simple; if one rank already trained at the best step size, env steps (the replayed
+transitions per env step stay the same under batch) would grow by (1 + N b / B) / (1 + b / B), past a ratio
+r from
 
-    N_r = r + (r - 1) B / b        (r = 1.25: N = 1.25 + B / 4b)
+    N_r = r + (r - 1) B / b        (r = 1.25: N = 1.25 + B / 4b),
+
+a lower bound wherever one rank's step size is below the fastest that learns.
 
 Both norms are estimated without bias from two batch sizes (their Appendix A.1): for each round, k minibatches
 of b transitions are drawn from the run's replay memory as the trainer draws them (prioritised, with the
@@ -193,37 +200,43 @@ def rank_batch_size(config, world_size: int) -> int:
 
 
 def summarise(measurements: List[dict], ratios=(1.25, 1.5)) -> dict:
-    """The median noise scale over the checkpoints in each geometry, and the rank counts the optimizer's own
-    (preconditioned) figure predicts for each ratio of env steps."""
+    """The median noise scale over the checkpoints in each geometry; the ranks whose global batch still stays
+    within the optimizer's own figure; and the rank counts the empirical model gives for each ratio of env
+    steps if one rank's step size were already the fastest that learns (a lower bound: see `report`)."""
     median = statistics.median(m["noise_scale_preconditioned"] for m in measurements)
     rank_batch = measurements[0]["rank_batch"]
     return {"median_noise_scale": statistics.median(m["noise_scale"] for m in measurements),
             "median_noise_scale_preconditioned": median, "rank_batch": rank_batch,
+            "ranks_within_noise_scale": median / rank_batch,
             "ranks_at_ratio": {str(r): ranks_at_ratio(rank_batch, median, r) for r in ratios}}
 
 
 def report(logdir: str, config, measurements: List[dict], summary: dict) -> str:
-    b = summary["rank_batch"]
+    b, name = summary["rank_batch"], f"B_{config.optimizer}"
     lines = [f"{logdir}: {config.env_id}, gradient noise scale at each checkpoint in transitions (a rank's batch "
-             f"b = {b}): B_simple = tr(Sigma)/|G|^2, and B_{config.optimizer} in the {config.optimizer} optimizer's "
-             "own geometry",
-             f"  {'env steps':>10} {'updates':>9} {'|G|^2':>10} {'tr(Sigma)':>10} {'B_simple':>9} "
-             f"{'B_' + config.optimizer:>10} {'B_' + config.optimizer + '/b':>12}"]
+             f"b = {b}): B_simple = tr(Sigma)/|G|^2, and {name} in the {config.optimizer} optimizer's own geometry",
+             f"  {'env steps':>10} {'updates':>9} {'|G|^2':>10} {'tr(Sigma)':>10} {'B_simple':>9} {name:>10} "
+             f"{name + '/b':>12}"]
     for m in measurements:
         lines.append(f"  {m['env_steps']:>10,} {m['updates']:>9,} {m['gradient_sq']:>10.4g} {m['trace']:>10.4g} "
                      f"{m['noise_scale']:>9.4g} {m['noise_scale_preconditioned']:>10.4g} "
                      f"{m['noise_scale_preconditioned'] / b:>12.2f}")
     median = summary["median_noise_scale_preconditioned"]
-    lines.append(f"median over the checkpoints: B_simple {summary['median_noise_scale']:.4g}, B_{config.optimizer} "
-                 f"{median:.4g} ({median / b:.2f} rank batches).")
+    lines.append(f"median over the checkpoints: B_simple {summary['median_noise_scale']:.4g}, {name} {median:.4g} "
+                 f"({median / b:.2f} rank batches).")
     if config.rank_scaling == "updates":
         lines.append("--rank_scaling=updates keeps the global batch at --batch_size at any N: the noise scale "
                      "predicts no growth of env steps with the ranks.")
-    else:
-        at = summary["ranks_at_ratio"]
-        lines.append(f"Under --rank_scaling=batch (global batch N x {b}) the empirical model, with B_crit = "
-                     f"B_{config.optimizer}, predicts env steps to a score past 1.25x one rank's from N = "
-                     f"{at['1.25']:.1f} ranks on, past 1.5x from N = {at['1.5']:.1f}.")
+        return "\n".join(lines)
+    at = summary["ranks_at_ratio"]
+    lines += [
+        f"Under --rank_scaling=batch the global batch is N x {b}. Beyond N = {max(median / b, 1.0):.1f} rank(s) it "
+        f"exceeds {name} and buys no better gradient: the N times fewer updates are then made up for by the step size "
+        "alone (x N by the linear rule), and env steps hold as long as the preset's step size can rise that far. "
+        "One-rank runs with --train_frequency and the step sizes both times k measure that headroom in 1/k of the "
+        "updates (docs/scaling.md, \"How far the ranks can go\").",
+        f"If one rank's step size were already the fastest that learns, the empirical model would put env steps at "
+        f"1.25x one rank's from N = {at['1.25']:.1f} on and 1.5x from N = {at['1.5']:.1f} (a lower bound)."]
     return "\n".join(lines)
 
 

@@ -11,8 +11,7 @@ norm of the true gradient. A batch much smaller than it gives a noisy gradient; 
 better one. Under --rank_scaling=batch N ranks draw a global batch of N b (b a rank's batch) and make N times
 fewer updates per env step at N times the step size. Up to N = B / b ranks the growing batch buys a better
 gradient; beyond, the fewer updates are made up for by the larger step alone, and env steps hold only as far
-as the preset's step size can rise (which one-rank runs with --train_frequency and the step size both times k
-measure; docs/scaling.md). Their model, which fits supervised, generative and RL tasks (Dota, Atari with A2C
+as the preset's step size can rise (which python -m hvd_dqn.tools.step_headroom measures on one rank). Their model, which fits supervised, generative and RL tasks (Dota, Atari with A2C
 and PPO), says that at the best step size for each batch B, E = E_min (1 + B / B_crit) examples reach a
 loss, with B_crit about B_simple; if one rank already trained at the best step size, env steps (the replayed
 transitions per env step stay the same under batch) would grow by (1 + N b / B) / (1 + b / B), past a ratio
@@ -233,8 +232,8 @@ def report(logdir: str, config, measurements: List[dict], summary: dict) -> str:
         f"Under --rank_scaling=batch the global batch is N x {b}. Beyond N = {max(median / b, 1.0):.1f} rank(s) it "
         f"exceeds {name} and buys no better gradient: the N times fewer updates are then made up for by the step size "
         "alone (x N by the linear rule), and env steps hold as long as the preset's step size can rise that far. "
-        "One-rank runs with --train_frequency and the step sizes both times k measure that headroom in 1/k of the "
-        "updates (docs/scaling.md, \"How far the ranks can go\").",
+        "python -m hvd_dqn.tools.step_headroom measures that headroom on one rank in 1/k of the updates "
+        "(docs/scaling.md, \"How far the ranks can go\").",
         f"If one rank's step size were already the fastest that learns, the empirical model would put env steps at "
         f"1.25x one rank's from N = {at['1.25']:.1f} on and 1.5x from N = {at['1.5']:.1f} (a lower bound)."]
     return "\n".join(lines)

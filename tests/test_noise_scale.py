@@ -148,10 +148,10 @@ def test_command_on_a_cartpole_run(tmp_path, capsys):
     assert measured["summary"]["ranks_at_ratio"]["1.25"] >= 1.25
 
 
-def test_command_refuses_what_it_cannot_measure(tmp_path):
-    missing = python_module("hvd_dqn.tools.noise_scale", [tmp_path / "none"], check=False)
-    assert missing.returncode == 2 and "no such folder" in missing.stderr and "Traceback" not in missing.stderr
-    empty = python_module("hvd_dqn.tools.noise_scale", [tmp_path], check=False)
-    assert empty.returncode == 2 and "no complete checkpoint" in empty.stderr
-    bad = python_module("hvd_dqn.tools.noise_scale", [tmp_path, "--batches_per_round=1"], check=False)
-    assert bad.returncode == 2 and "2 batches per round" in bad.stderr
+def test_command_refuses_what_it_cannot_measure(tmp_path, capsys):
+    assert noise_scale.main([str(tmp_path / "none")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    assert noise_scale.main([str(tmp_path)]) == 2
+    assert "no complete checkpoint" in capsys.readouterr().err
+    assert noise_scale.main([str(tmp_path), "--batches_per_round=1"]) == 2
+    assert "2 batches per round" in capsys.readouterr().err

@@ -10,7 +10,7 @@ from hvd_dqn.rank_split import scales_lr
 from hvd_dqn.agent.schedules import update_counted_schedules
 from hvd_dqn.tools import step_headroom
 
-from conftest import REPO, python_module
+from conftest import REPO
 
 CARTPOLE = str(REPO / "configs" / "cartpole.flags")
 
@@ -44,24 +44,22 @@ def test_first_k_past_a_ratio():
     assert step_headroom.first_k_past(rows[:2], 1.25) is None
 
 
-def test_refusals_are_one_line(tmp_path):
+def test_refusals_are_one_line(tmp_path, capsys):
     common = ["--target=475", "--budget_env_steps=1000", f"--workdir={tmp_path}", f"--out={tmp_path / 'o'}"]
-    not_one = python_module("hvd_dqn.tools.step_headroom", [f"--flagfile={CARTPOLE}", "--k=4,8", *common],
-                            check=False)
-    assert not_one.returncode == 2 and "must start with 1" in not_one.stderr and "Traceback" not in not_one.stderr
-    pqn = python_module("hvd_dqn.tools.step_headroom",
-                        [f"--flagfile={REPO / 'configs' / 'cartpole_pqn.flags'}", "--k=1,4", *common], check=False)
-    assert pqn.returncode == 2 and "--agent=pqn" in pqn.stderr
+    assert step_headroom.main([f"--flagfile={CARTPOLE}", "--k=4,8", *common]) == 2
+    assert "must start with 1" in capsys.readouterr().err
+    assert step_headroom.main([f"--flagfile={REPO / 'configs' / 'cartpole_pqn.flags'}", "--k=1,4", *common]) == 2
+    assert "--agent=pqn" in capsys.readouterr().err
 
 
-def test_cartpole_report_recomputes_from_the_kept_evidence(tmp_path):
+def test_cartpole_report_recomputes_from_the_kept_evidence(tmp_path, capsys):
     kept = REPO / "results" / "scaling"
     for k in (1, 4, 8, 16, 32):
         shutil.copytree(kept / f"cartpole_headroom_k{k}_runs", tmp_path / f"cartpole_headroom_k{k}_runs")
-    result = python_module("hvd_dqn.tools.step_headroom", [
+    assert step_headroom.main([
         f"--flagfile={CARTPOLE}", "--k=1,4,8,16,32", "--seeds=0,1,2", "--target=475", "--budget_env_steps=100000",
-        f"--workdir={tmp_path / 'runs'}", f"--out={tmp_path / 'cartpole_headroom'}", "--report_only"], timeout=300)
+        f"--workdir={tmp_path / 'runs'}", f"--out={tmp_path / 'cartpole_headroom'}", "--report_only"]) == 0
     report = json.loads((tmp_path / "cartpole_headroom.json").read_text())
     committed = json.loads((kept / "cartpole_headroom.json").read_text())
     assert report["rows"] == committed["rows"] and report["first_k_past"] == committed["first_k_past"]
-    assert "First past 1.25x" in result.stdout
+    assert "First past 1.25x" in capsys.readouterr().out

@@ -2,6 +2,7 @@
 rank counts it predicts, the learner's gradient it is measured from, and the command on a real run's checkpoints."""
 import json
 import math
+import os
 
 import numpy as np
 import pytest
@@ -146,6 +147,13 @@ def test_command_on_a_cartpole_run(tmp_path, capsys):
         assert m["rank_batch"] == 128 and len(m["rounds"]) == 4 and m["trace"] > 0
         assert len(m["rounds_preconditioned"]) == 4 and m["noise_scale_preconditioned"] > 0
     assert measured["summary"]["ranks_at_ratio"]["1.25"] >= 1.25
+    # A checkpoint without its replay memory (written without --checkpoint_replay) is named, not a traceback.
+    from hvd_dqn.logdir import checkpoint
+
+    newest = checkpoint.latest_checkpoint(str(logdir))
+    os.remove(checkpoint.replay_shard_path(newest, 0))
+    assert noise_scale.main([str(logdir), "--rounds=2", "--batches_per_round=2"]) == 2
+    assert "holds no replay memory: train with --checkpoint_replay" in capsys.readouterr().err
 
 
 def test_command_refuses_what_it_cannot_measure(tmp_path, capsys):

@@ -105,13 +105,7 @@ class DQNLearner:
         """One synchronous step on a Batch or a FrameBatch; returns {"td_loss", "q_mean"} as floats and
         "td_errors", the (B,) TD errors before the step (prioritised replay's new priorities). With
         batch.weights (importance sampling), each transition's loss is weighted before the mean."""
-        weights = batch.weights if batch.weights is not None else np.ones(len(batch.action_tm1), np.float32)
-        if isinstance(batch, FrameBatch):
-            metrics = self._update_from_frames(batch.frames, batch.next_offset, batch.action_tm1, batch.reward_t,
-                                               batch.discount_t, weights)
-        else:
-            metrics = self._update(batch.observation_tm1, batch.action_tm1, batch.reward_t, batch.discount_t,
-                                   batch.observation_t, weights)
+        metrics = _on_batch(batch, self._update, self._update_from_frames)
         return {"td_loss": float(metrics["td_loss"]), "q_mean": float(metrics["q_mean"]),
                 "td_errors": metrics["td_errors"].numpy()}
 
@@ -157,13 +151,7 @@ class DQNLearner:
         """The gradient of the update's loss on `batch` at the current weights, all variables flattened into
         one float64 vector: this rank's alone (no allreduce, no clipping, no step). What the gradient noise
         scale (hvd_dqn.tools.noise_scale) is measured from."""
-        weights = batch.weights if batch.weights is not None else np.ones(len(batch.action_tm1), np.float32)
-        if isinstance(batch, FrameBatch):
-            gradients = self._frames_gradient(batch.frames, batch.next_offset, batch.action_tm1, batch.reward_t,
-                                              batch.discount_t, weights)
-        else:
-            gradients = self._gradient(batch.observation_tm1, batch.action_tm1, batch.reward_t, batch.discount_t,
-                                       batch.observation_t, weights)
+        gradients = _on_batch(batch, self._gradient, self._frames_gradient)
         return np.concatenate([np.ravel(gradient.numpy()).astype(np.float64) for gradient in gradients])
 
     @tf.function
@@ -195,6 +183,16 @@ class DQNLearner:
     def _blend_target(self, tau) -> None:
         for target_variable, online_variable in zip(self.target.variables, self.online.variables):
             target_variable.assign(tau * online_variable + (1.0 - tau) * target_variable)
+
+
+def _on_batch(batch, on_observations, on_frames):
+    """Calls `on_frames` with a FrameBatch's compact frames, or `on_observations` with a Batch's two observations,
+    and the transitions' loss weights (batch.weights under prioritised replay, else ones)."""
+    weights = batch.weights if batch.weights is not None else np.ones(len(batch.action_tm1), np.float32)
+    if isinstance(batch, FrameBatch):
+        return on_frames(batch.frames, batch.next_offset, batch.action_tm1, batch.reward_t, batch.discount_t, weights)
+    return on_observations(batch.observation_tm1, batch.action_tm1, batch.reward_t, batch.discount_t,
+                           batch.observation_t, weights)
 
 
 def minimize_distributed(optimizer, loss, scaled_loss, tape, variables, fp16_allreduce: bool, allreduce_groups):

@@ -90,3 +90,81 @@ def test_a_lone_run_is_given_one_ranks_work():
                                          r"every 2/4 of its env steps"):
         rank_alone_flags(updates, 4)
     assert core_blocks([5, 3, 4, 2], 2, 2) == [[2, 3], [4, 5]]
+
+
+class _CountingLearner:
+    """Stands in for DQNLearner: counts the updates it is asked for (each is a collective in a real job)."""
+
+    def __init__(self):
+        self.updates = 0
+
+    def update(self, batch):
+        self.updates += 1
+        return {"td_loss": 0.0}
+
+    def sync_target(self, tau):
+        pass
+
+
+class _NoMetrics:
+    def record_update(self, metrics):
+        pass
+
+
+def _frame_memory_after(steps, episode_end_at=None):
+    """A one-env frame memory given `steps` steps, one of which (if asked) ends an episode."""
+    import numpy as np
+
+    from hvd_dqn.replay.frames import FrameReplayMemory
+
+    memory = FrameReplayMemory(1000, 1, (4, 4), stack=2)
+    frames = np.zeros((1, 2, 4, 4), dtype=np.uint8)
+    for step in range(steps):
+        memory.add(frames, np.zeros(1), np.zeros(1), np.ones(1), frames, np.array([step == episode_end_at]))
+    return memory
+
+
+def test_no_rank_makes_its_first_update_before_every_ranks_memory_is_ready(monkeypatch):
+    """The first update is a collective, so every rank must begin at the same iteration. A frame memory
+    holds one more entry per ended episode, so after the same steps two ranks' memories differ in size:
+    alone, the rank with more entries would start a step early and wait in its update while the other waits
+    in the next collective. The ranks vote until all are ready (here the other rank is ready one step later)."""
+    import numpy as np
+
+    from hvd_dqn.run import distributed
+    from hvd_dqn.run.learning_side import LearningSide
+
+    assert len(_frame_memory_after(10, episode_end_at=3)) == len(_frame_memory_after(10)) + 1
+    config = dataclasses.replace(TrainConfig(), learning_starts=11, train_frequency=1, batch_size=2,
+                                 rank_scaling="batch", counts_per_rank=True)
+    other_rank_ready = iter([False, False, True, True])
+    votes = []
+
+    def sum_over_ranks(values, name):
+        votes.append(values[0])
+        return np.asarray(values) + (0.0 if next(other_rank_ready) else 1.0)
+
+    monkeypatch.setattr(distributed, "sum_over_ranks", sum_over_ranks)
+    learner, memory = _CountingLearner(), _frame_memory_after(10, episode_end_at=3)
+    side = LearningSide(config, learner, memory, np.random.default_rng(0), num_envs=1, rank_metrics=_NoMetrics(),
+                        target_update_period=100)
+    side.share_updates_over(2)
+    try:
+        side.learn(10, counters=_counters())  # this rank: 11 entries, ready; the other: not yet
+        assert (learner.updates, side.update_credit) == (0, 0) and votes == [0.0]
+        side.learn(11, counters=_counters())
+        assert learner.updates == 0 and votes == [0.0, 0.0]
+        counters = _counters()
+        side.learn(12, counters=counters)  # every rank ready: the first update, on every rank at once
+        assert learner.updates == counters.updates == 1 and votes == [0.0, 0.0, 0.0]
+        side.learn(13, counters=counters)  # ready for good: no more votes
+        assert learner.updates == 2 and len(votes) == 3
+    finally:
+        side.close()
+
+
+def _counters():
+    """The trainer's counters, as far as LearningSide.learn uses them."""
+    import types
+
+    return types.SimpleNamespace(updates=0)

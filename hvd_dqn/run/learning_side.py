@@ -43,6 +43,7 @@ class LearningSide:
         self.ranks_sharing_an_update = 1  # set by the trainer for its world (`share_updates_over`)
         self.update_credit = 0
         self.learning_starts = config.learning_starts  # this rank's share (`share_updates_over`)
+        self.world_size = 1  # set by `share_updates_over`
         self.replay_ready = False  # whether every rank's memory holds its share of --learning_starts
         # Prioritised replay's importance-sampling exponent, annealed to 1 by the end (Schaul et al. 2016).
         self.priority_beta = LinearSchedule(config.priority_beta_start, 1.0, config.total_env_steps)
@@ -53,6 +54,7 @@ class LearningSide:
         batch; "batch": a rank pays for its updates alone, with whole batches. Under --elastic a new world
         also means waiting until every rank (a newcomer's memory is empty) is ready again."""
         self.ranks_sharing_an_update = world_size if self.config.rank_scaling == "updates" else 1
+        self.world_size = world_size
         self.learning_starts = rank_learning_starts(self.config, world_size)
         self.replay_ready = False
 
@@ -85,13 +87,15 @@ class LearningSide:
                 self.learner.sync_target(config.target_update_tau)
 
     def _every_replay_memory_ready(self) -> bool:
-        """Whether every rank's memory holds its --learning_starts transitions (memories never shrink).
+        """Whether every rank's memory holds its --learning_starts entries (memories never shrink).
 
-        In a fixed world all ranks fill alike, so each can tell alone. Under --elastic a rank that joined
-        starts empty while the others are full: the ranks vote (one tiny allreduce per iteration, only until
-        all are ready), or the full ranks would wait forever in an update the new one never joins."""
+        The ranks vote (one tiny allreduce per iteration, only until all are ready): the first update is a
+        collective, so all must start it at the same iteration, and no rank can tell alone. A frame memory
+        also holds one final-observation entry per ended episode, so ranks whose episodes end at different
+        times fill at different rates (alone, one rank would wait in its first update while another waits in
+        the next collective, for ever); and under --elastic a rank that joined starts empty."""
         ready = len(self.replay) >= self.learning_starts  # this rank's share of --learning_starts
-        if not self.config.elastic:
+        if self.world_size == 1:
             return ready
         not_ready = distributed.sum_over_ranks(np.array([0.0 if ready else 1.0]), "replay_not_ready")[0]
         return not_ready == 0

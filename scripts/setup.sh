@@ -151,7 +151,7 @@ fi
 
 # --- 4. hvd_dqn itself -----------------------------------------------------------------------------------
 log "installing hvd_dqn (editable) with its MinAtar, cloud, Ray and Spark extras, and its test requirements"
-"${pip[@]}" install -c constraints.txt -e '.[minatar,cloud,ray,spark]' pytest jsonschema 'moto[server]' gcp-storage-emulator
+"${pip[@]}" install -c constraints.txt -e '.[minatar,cloud,ray,spark]' pytest pytest-xdist jsonschema 'moto[server]' gcp-storage-emulator
 
 # --- A one-line fix to tf-keras 2.18.0 --------------------------------------------------------------------
 # tf-keras seeds its initializers with random.randint(1, 1e9); Python 3.12 refuses a float bound there

@@ -28,6 +28,25 @@ def scales_schedules(config: TrainConfig) -> bool:
             and config.agent == "dqn")
 
 
+# The rank count through which the default rule under --rank_scaling=batch (the step size times N, the schedules
+# on one rank's env-step clock) was measured to keep one rank's env steps to a score: within 1.1x on CartPole and
+# MinAtar Breakout, with real ranks up to 8 and with hvd_dqn.tools.step_headroom's one-rank runs (N ranks' updates
+# and step size) at 16; at 32 those runs needed 1.29x on CartPole (results/scaling/README.md).
+LINEAR_RULE_MEASURED_RANKS = 16
+
+
+def rank_count_caution(config: TrainConfig, world_size: int) -> Optional[str]:
+    """The start-up log's warning for a DQN job of the default rule with more ranks than it was measured to
+    hold sample efficiency at; None otherwise (another rule, or as many ranks as were measured)."""
+    default_rule = scales_lr(config) and config.lr_scale_rule == "linear" and scales_schedules(config)
+    if not default_rule or world_size <= LINEAR_RULE_MEASURED_RANKS:
+        return None
+    return (f"--rank_scaling=batch with {world_size} ranks multiplies the step size by {world_size}: the rule kept "
+            f"one rank's env steps to a score (within 1.1x) through {LINEAR_RULE_MEASURED_RANKS} ranks on the "
+            "tasks measured, and at 32 ranks' step size CartPole needed 1.29x and one seed of three did not solve "
+            "within 100k env steps (docs/scaling.md); expect more env steps to a score than one rank needs")
+
+
 def counts_are_per_rank(config: TrainConfig) -> bool:
     """Whether --num_envs, --replay_capacity and --learning_starts count per rank: with --counts_per_rank, and
     under --elastic (a world that changes size cannot re-split running ranks' envs and memories)."""

@@ -5,7 +5,8 @@ import pytest
 
 from hvd_dqn.agent.schedules import update_counted_schedules
 from hvd_dqn.config import ConfigError, TrainConfig
-from hvd_dqn.rank_split import check_world, job_num_envs_problem, rank_learning_starts, rank_share, scales_lr
+from hvd_dqn.rank_split import (check_world, job_num_envs_problem, rank_count_caution, rank_learning_starts, rank_share,
+                                scales_lr)
 
 CARTPOLE = TrainConfig(num_envs=8, replay_capacity=100_000, learning_starts=1000, batch_size=128)
 
@@ -168,3 +169,16 @@ def _counters():
     import types
 
     return types.SimpleNamespace(updates=0)
+
+
+def test_the_start_up_log_warns_past_the_ranks_the_default_rule_was_measured_at():
+    """Through 16 ranks the default rule kept one rank's env steps to a score; beyond, the log says it did not."""
+    assert rank_count_caution(CARTPOLE, 1) is None and rank_count_caution(CARTPOLE, 16) is None
+    caution = rank_count_caution(CARTPOLE, 32)
+    assert caution.startswith("--rank_scaling=batch with 32 ranks multiplies the step size by 32: the rule kept one "
+                              "rank's env steps to a score (within 1.1x) through 16 ranks")
+    assert "CartPole needed 1.29x" in caution
+    # Other rules were not measured there, so the figures would not be theirs.
+    for changes in (dict(lr_scale_rule="sqrt"), dict(scale_lr_by_workers=False), dict(scale_schedules_by_workers=False),
+                    dict(rank_scaling="updates"), dict(elastic=True), dict(agent="pqn")):
+        assert rank_count_caution(dataclasses.replace(CARTPOLE, **changes), 32) is None, changes

@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 from absl import logging
 
-from hvd_dqn.rank_split import scales_schedules
+from hvd_dqn.rank_split import rank_count_caution, scales_schedules
 from hvd_dqn.run import distributed
 
 CSV_COLUMNS = (
@@ -263,5 +263,8 @@ def log_settings(config, replay, schedules, world_size: int, logdir: str) -> Non
                         "--target_update_period and the step-size warm-up and decay (counted in updates) span "
                         "%d times the env steps they span at one rank; --scale_schedules_by_workers keeps "
                         "them on one rank's clock", world_size, world_size, world_size)
+    caution = rank_count_caution(config, world_size)
+    if caution:
+        logging.warning("%s", caution)
     with open(os.path.join(logdir, "config.json"), "w") as handle:
         handle.write(config.to_json())

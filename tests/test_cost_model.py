@@ -74,6 +74,49 @@ def test_the_gpu_table_rests_on_sourced_assumptions_and_shows_where_updates_mode
     assert by[(32, "batch")]["sync_ms"] > by[(8, "batch")]["sync_ms"]  # InfiniBand is slower than NVLink
 
 
+def test_time_to_a_score_is_the_env_steps_each_rank_count_needed_over_its_throughput():
+    rows = [dict(workers=1, rank_scaling="batch", env_steps_per_s=1000.0),
+            dict(workers=8, rank_scaling="batch", env_steps_per_s=8000.0),
+            dict(workers=32, rank_scaling="batch", env_steps_per_s=25000.0),
+            dict(workers=8, rank_scaling="updates", env_steps_per_s=1200.0)]
+    cost_formula.add_time_to_score(rows, {1: (3_600_000, "one rank"), 8: (4_500_000, "eight ranks")}, "batch")
+    one, eight, thirty_two, other_mode = rows
+    # One rank: 3.6M env steps at 1,000 a second are one hour; 8 ranks: 1.25x the env steps at 8x the rate.
+    assert (one["hours_to_score"], one["env_steps_ratio"], one["speedup_to_score"]) == (1.0, 1.0, 1.0)
+    assert (eight["hours_to_score"], eight["env_steps_ratio"], eight["score_source"]) == (0.156, 1.25, "eight ranks")
+    assert eight["speedup_to_score"] == round(1.0 / 0.156, 2)  # 8x the throughput, 1/1.25 of it kept: 6.4x
+    # No figure for 32 ranks, and none for the other mode: their rows say nothing of a score.
+    assert "hours_to_score" not in thirty_two and "hours_to_score" not in other_mode
+
+
+def test_the_gpu_table_gives_hours_to_a_score_with_each_figures_source(tmp_path):
+    report_path = tmp_path / "paper.json"
+    result = python_module("hvd_dqn.tools.cost_model", [
+        f"--flagfile={REPO / 'configs' / 'breakout_dopamine.flags'}", "--paper", f"--json={report_path}",
+        "--env_steps_to_score", "1", "2,000,000", "a one-rank run", "--env_steps_to_score", "8", "2200000",
+        "an 8-rank run"], timeout=300)
+    rows = {(row["workers"], row["rank_scaling"]): row for row in json.loads(report_path.read_text())["rows"]}
+    for workers, steps in ((1, 2_000_000), (8, 2_200_000)):
+        row = rows[(workers, "batch")]
+        assert row["hours_to_score"] == round(steps / row["env_steps_per_s"] / 3600, 3)
+    assert "hours_to_score" not in rows[(32, "batch")] and "hours_to_score" not in rows[(8, "updates")]
+    assert "an 8-rank run" in result.stdout and "1.10x" in result.stdout
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["8", "1000", "eight"], "--env_steps_to_score: one rank's env steps (RANKS 1) are the baseline"),
+    (["4", "1000", "four"], "--env_steps_to_score 4 1000 four: RANKS must be one of the table's GPU counts (1, 8, 32)"),
+    (["1", "many", "one"], "--env_steps_to_score 1 many one: RANKS must be an integer and ENV_STEPS a number"),
+    (["1", "1000", " "], "--env_steps_to_score 1 1000  : SOURCE must say where the figure comes from"),
+])
+def test_a_bad_score_figure_is_one_line(arguments, message):
+    result = python_module("hvd_dqn.tools.cost_model", [
+        f"--flagfile={REPO / 'configs' / 'breakout_dopamine.flags'}", "--paper", "--env_steps_to_score", *arguments],
+        timeout=300, check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip().startswith(f"hvd_dqn.tools.cost_model: error: {message}"), result.stderr
+
+
 def test_pqn_gpu_table_pays_one_exchange_per_minibatch_on_a_sourced_rollout():
     for name, assumption in cost_formula.PQN_GPU_ASSUMPTIONS.items():
         assert assumption.value > 0 and assumption.unit and len(assumption.source) > 40, name

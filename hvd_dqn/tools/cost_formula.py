@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +152,26 @@ def paper_rows(gradient_bytes: int, batch_size: int, train_frequency: int, job_n
         base = next(other for other in rows if other["workers"] == 1 and other["rank_scaling"] == row["rank_scaling"])
         row["speedup"] = round(row["env_steps_per_s"] / base["env_steps_per_s"], 2)
     return rows
+
+
+def add_time_to_score(rows: List[dict], env_steps_to_score: Dict[int, Tuple[float, str]],
+                      rank_scaling: str) -> None:
+    """Time to a score on paper: throughput times sample efficiency. `env_steps_to_score` maps a rank count to
+    the env steps a run of the preset with that many ranks needed for the score (measured or predicted) and
+    where the figure comes from; the rows of that rank count and mode gain the env steps, their ratio to one
+    rank's, and the hours the predicted env steps per second take for them. Rows of other modes are left
+    alone: the env steps were taken under `rank_scaling`, and the other mode is another algorithm at N > 1."""
+    baseline = env_steps_to_score[1][0]
+    for row in rows:
+        if row["rank_scaling"] != rank_scaling or row["workers"] not in env_steps_to_score:
+            continue
+        steps, source = env_steps_to_score[row["workers"]]
+        row.update(env_steps_to_score=steps, env_steps_ratio=round(steps / baseline, 3), score_source=source,
+                   hours_to_score=round(steps / row["env_steps_per_s"] / 3600, 3))
+    ones = [row for row in rows if row["rank_scaling"] == rank_scaling and row["workers"] == 1]
+    for row in rows:
+        if "hours_to_score" in row:
+            row["speedup_to_score"] = round(ones[0]["hours_to_score"] / row["hours_to_score"], 2)
 
 
 def prediction_error(predicted: float, measured: float) -> float:

@@ -221,6 +221,33 @@ def against_study(study: dict, predicted) -> None:
             row["time_error"] = round(cost_formula.prediction_error(row["predicted_s_to_target"], seconds), 3)
 
 
+def parse_env_steps_to_score(entries, layouts_workers) -> dict:
+    """--env_steps_to_score RANKS ENV_STEPS SOURCE, given once per rank count: {ranks: (env steps, source)}."""
+    parsed = {}
+    for ranks_text, steps_text, source in entries or []:
+        given = f"--env_steps_to_score {ranks_text} {steps_text} {source}"
+        try:
+            ranks, steps = int(ranks_text), float(steps_text.replace(",", "").replace("_", ""))
+        except ValueError:
+            raise BenchmarkError(f"{given}: RANKS must be an integer and ENV_STEPS a number") from None
+        if ranks not in layouts_workers or steps <= 0 or ranks in parsed:
+            raise BenchmarkError(f"{given}: RANKS must be one of the table's GPU counts "
+                                 f"({', '.join(map(str, layouts_workers))}), each given once, with ENV_STEPS > 0")
+        if not source.strip():
+            raise BenchmarkError(f"{given}: SOURCE must say where the figure comes from")
+        parsed[ranks] = (steps, source)
+    if parsed and 1 not in parsed:
+        raise BenchmarkError("--env_steps_to_score: one rank's env steps (RANKS 1) are the baseline the others "
+                             "are compared with; give them too")
+    return parsed
+
+
+def with_time_to_score(rows, args, rank_scaling: str) -> None:
+    to_score = parse_env_steps_to_score(args.env_steps_to_score, sorted({row["workers"] for row in rows}))
+    if to_score:
+        cost_formula.add_time_to_score(rows, to_score, rank_scaling)
+
+
 def paper(config, args) -> dict:
     from hvd_dqn.agent.networks import q_network_for
     from hvd_dqn.envs import probe_spec
@@ -232,14 +259,17 @@ def paper(config, args) -> dict:
         rows = cost_formula.pqn_paper_rows(gradient_bytes, config.num_envs * config.rollout_steps,
                                            config.update_epochs * config.num_minibatches, args.env_steps)
         assumptions = {**cost_formula.PQN_GPU_ASSUMPTIONS, **cost_formula.GPU_ASSUMPTIONS}
-        return {"agent": "pqn", "gradient_bytes": gradient_bytes, "env_steps": args.env_steps, "rows": rows,
+        with_time_to_score(rows, args, "counts_per_rank")
+        return {"agent": "pqn", "rank_scaling": "counts_per_rank", "gradient_bytes": gradient_bytes, "env_steps": args.env_steps, "rows": rows,
                 "assumptions": {name: vars(assumption) for name, assumption in assumptions.items()
                                 if name not in ("learn_s", "act_s")}}
     try:
         rows = cost_formula.paper_rows(gradient_bytes, config.batch_size, config.train_frequency, 1, args.env_steps)
     except cost_formula.ShapeError as error:  # under `updates` the preset's batch splits over 8 and 32 GPUs
         raise BenchmarkError(str(error)) from None
+    with_time_to_score(rows, args, config.rank_scaling)
     return {"gradient_bytes": gradient_bytes, "env_steps": args.env_steps, "rows": rows,
+            "rank_scaling": config.rank_scaling,
             "assumptions": {name: vars(assumption) for name, assumption in cost_formula.GPU_ASSUMPTIONS.items()}}
 
 
@@ -252,6 +282,14 @@ def print_paper(report: dict) -> None:
     for row in report["rows"]:
         print(f"  {row['nodes']:>6} x {row['gpus_per_node']:<3} {row['rank_scaling']:>8} {row['sync_ms']:>8.3f} "
               f"{row['env_steps_per_s']:>12,.0f} {row['speedup']:>8.2f}x {row['hours_to_env_steps']:>7.2f}")
+    scored = [row for row in report["rows"] if "hours_to_score" in row]
+    if scored:
+        print(f"to the score, --rank_scaling={report['rank_scaling']} (throughput above times the env steps each "
+              "rank count needed):")
+        print(f"  {'GPUs':>5} {'env steps':>12} {'ratio':>6} {'hours':>7} {'speed-up':>9}  source")
+        for row in scored:
+            print(f"  {row['workers']:>5} {row['env_steps_to_score']:>12,.0f} {row['env_steps_ratio']:>5.2f}x "
+                  f"{row['hours_to_score']:>7.3f} {row['speedup_to_score']:>8.2f}x  {row['score_source']}")
     print("assumptions:")
     for name, assumption in report["assumptions"].items():
         print(f"  {name} = {assumption['value']:g} {assumption['unit']}; {assumption['source']}")
@@ -305,6 +343,10 @@ def main(argv=None) -> int:
     parser.add_argument("--study", default=None, help="A time study's JSON: predict its seconds to the target.")
     parser.add_argument("--paper", action="store_true", help="GPU nodes and clusters on paper, from GPU_ASSUMPTIONS.")
     parser.add_argument("--env_steps", type=int, default=PAPER_ENV_STEPS, help="With --paper: the run's length.")
+    parser.add_argument("--env_steps_to_score", nargs=3, action="append", metavar=("RANKS", "ENV_STEPS", "SOURCE"),
+                        help="With --paper, once per rank count (1 among them): the env steps a run with RANKS ranks "
+                             "needed for the score and where that figure comes from (a study, or a prediction "
+                             "such as hvd_dqn.tools.step_headroom's); the table then gives hours to the score.")
     parser.add_argument("--workdir", default=None, help="Folder for the validation runs (default: temporary).")
     parser.add_argument("--json", default=None, help="Writes the report here.")
     parser.add_argument("--part", choices=("all", "costs"), default="all", help=argparse.SUPPRESS)

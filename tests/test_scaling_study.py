@@ -95,6 +95,9 @@ def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path)
     assert max(episode[0] for episode in episodes) <= 3000
     [row] = study["summary"]
     assert row["ranks"] == 2 and row["runs"] == 1
+    # Unbound ranks share the cores: the output says to compare env steps only.
+    assert study["compare"].startswith("ranks unbound (--cores_per_rank=0): they share the machine's cores")
+    assert "compare env steps only" in result.stdout
     assert (tmp_path / "cartpole.png").read_bytes().startswith(PNG_MAGIC)
     # Run again without the runs themselves (a new session's checkout): the evidence kept beside the results
     # is reused, not trained again, and gives the same record.
@@ -372,6 +375,7 @@ def test_the_time_mode_reports_wall_seconds_to_target_from_the_kept_evidence(tmp
             for record in report["runs"]] == [(1, 1, 300, 3.0), (2, 1, 150, 0.9)]
     assert [(row["median_wall_s_to_target"], row["wall_s_ratio_to_fewest_ranks"], row["env_steps_ratio_to_fewest_ranks"])
             for row in report["summary"]] == [(3.0, 1.0, 1.0), (0.9, 0.3, 0.5)]
+    assert "compare" not in report  # bound ranks: the seconds are a speed figure
     # The same evidence is not taken for an unbound study's.
     unbound = run([arg for arg in command if arg != "--cores_per_rank=1"], timeout=120, check=False)
     assert unbound.returncode == 2 and "another cores_per_rank (cores_per_rank=1)" in unbound.stderr

@@ -46,6 +46,10 @@ from hvd_dqn.tools.study_runs import (PROGRAM, REPO, finished_env_steps, keep_ev
                                         preset_flags_digest, recorded_commits, recorded_wall, run_lock,
                                         train_or_continue)
 
+# Said in the output of a study whose ranks are not bound to cores of their own (--cores_per_rank=0).
+UNBOUND_NOTE = ("ranks unbound (--cores_per_rank=0): they share the machine's cores with each other and anything else "
+                "running, so compare env steps only; the seconds of training are no speed figure")
+
 
 def parse_int_list(text: str, name: str):
     try:
@@ -181,6 +185,8 @@ def main(argv=None) -> int:
                      controller=args.controller, target=args.target,
                      window=args.window, budget_env_steps=args.budget_env_steps, ranks=ranks_list, seeds=seeds,
                      runs=records, missing_runs=missing, summary=summarise(records, ranks_list))
+        if not args.cores_per_rank:
+            study["compare"] = UNBOUND_NOTE
         with open(args.out + ".json", "w") as handle:
             json.dump(study, handle, indent=2)
             handle.write("\n")
@@ -190,6 +196,8 @@ def main(argv=None) -> int:
         return 2
     for row in study["summary"]:
         print(json.dumps(row))
+    if not args.cores_per_rank:
+        print(f"[{PROGRAM}] {UNBOUND_NOTE}")
     print(f"wrote {args.out}.json and {args.out}.png")
     return 0
 

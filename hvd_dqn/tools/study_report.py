@@ -101,7 +101,9 @@ def draw(study, path):
 
     from hvd_dqn.logdir.curves import save_figure
 
-    timed = any(record.get("wall_s_to_target") is not None for record in study["runs"])
+    # Seconds are drawn only for a study in time mode, whose every rank had cores of its own.
+    timed = bool(study.get("cores_per_rank")) and any(record.get("wall_s_to_target") is not None
+                                                      for record in study["runs"])
     figure, panels = plt.subplots(1, 3 if timed else 2, figsize=(16 if timed else 11, 4.5), dpi=120)
     steps_axes, return_axes = panels[:2]
     for record in study["runs"]:

@@ -154,6 +154,31 @@ def paper_rows(gradient_bytes: int, batch_size: int, train_frequency: int, job_n
     return rows
 
 
+class ScoreFigureError(ValueError):
+    """A --env_steps_to_score figure that cannot be used; the message names it."""
+
+
+def parse_env_steps_to_score(entries, layouts_workers) -> dict:
+    """--env_steps_to_score RANKS ENV_STEPS SOURCE, given once per rank count: {ranks: (env steps, source)}."""
+    parsed = {}
+    for ranks_text, steps_text, source in entries or []:
+        given = f"--env_steps_to_score {ranks_text} {steps_text} {source}"
+        try:
+            ranks, steps = int(ranks_text), float(steps_text.replace(",", "").replace("_", ""))
+        except ValueError:
+            raise ScoreFigureError(f"{given}: RANKS must be an integer and ENV_STEPS a number") from None
+        if ranks not in layouts_workers or steps <= 0 or ranks in parsed:
+            raise ScoreFigureError(f"{given}: RANKS must be one of the table's GPU counts "
+                                   f"({', '.join(map(str, layouts_workers))}), each given once, with ENV_STEPS > 0")
+        if not source.strip():
+            raise ScoreFigureError(f"{given}: SOURCE must say where the figure comes from")
+        parsed[ranks] = (steps, source)
+    if parsed and 1 not in parsed:
+        raise ScoreFigureError("--env_steps_to_score: one rank's env steps (RANKS 1) are the baseline the "
+                               "others are compared with; give them too")
+    return parsed
+
+
 def add_time_to_score(rows: List[dict], env_steps_to_score: Dict[int, Tuple[float, str]],
                       rank_scaling: str) -> None:
     """Time to a score on paper: throughput times sample efficiency. `env_steps_to_score` maps a rank count to

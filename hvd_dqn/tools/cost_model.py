@@ -221,29 +221,12 @@ def against_study(study: dict, predicted) -> None:
             row["time_error"] = round(cost_formula.prediction_error(row["predicted_s_to_target"], seconds), 3)
 
 
-def parse_env_steps_to_score(entries, layouts_workers) -> dict:
-    """--env_steps_to_score RANKS ENV_STEPS SOURCE, given once per rank count: {ranks: (env steps, source)}."""
-    parsed = {}
-    for ranks_text, steps_text, source in entries or []:
-        given = f"--env_steps_to_score {ranks_text} {steps_text} {source}"
-        try:
-            ranks, steps = int(ranks_text), float(steps_text.replace(",", "").replace("_", ""))
-        except ValueError:
-            raise BenchmarkError(f"{given}: RANKS must be an integer and ENV_STEPS a number") from None
-        if ranks not in layouts_workers or steps <= 0 or ranks in parsed:
-            raise BenchmarkError(f"{given}: RANKS must be one of the table's GPU counts "
-                                 f"({', '.join(map(str, layouts_workers))}), each given once, with ENV_STEPS > 0")
-        if not source.strip():
-            raise BenchmarkError(f"{given}: SOURCE must say where the figure comes from")
-        parsed[ranks] = (steps, source)
-    if parsed and 1 not in parsed:
-        raise BenchmarkError("--env_steps_to_score: one rank's env steps (RANKS 1) are the baseline the others "
-                             "are compared with; give them too")
-    return parsed
-
-
 def with_time_to_score(rows, args, rank_scaling: str) -> None:
-    to_score = parse_env_steps_to_score(args.env_steps_to_score, sorted({row["workers"] for row in rows}))
+    try:
+        to_score = cost_formula.parse_env_steps_to_score(args.env_steps_to_score,
+                                                         sorted({row["workers"] for row in rows}))
+    except cost_formula.ScoreFigureError as error:
+        raise BenchmarkError(str(error)) from None
     if to_score:
         cost_formula.add_time_to_score(rows, to_score, rank_scaling)
 
@@ -260,7 +243,8 @@ def paper(config, args) -> dict:
                                            config.update_epochs * config.num_minibatches, args.env_steps)
         assumptions = {**cost_formula.PQN_GPU_ASSUMPTIONS, **cost_formula.GPU_ASSUMPTIONS}
         with_time_to_score(rows, args, "counts_per_rank")
-        return {"agent": "pqn", "rank_scaling": "counts_per_rank", "gradient_bytes": gradient_bytes, "env_steps": args.env_steps, "rows": rows,
+        return {"agent": "pqn", "rank_scaling": "counts_per_rank", "gradient_bytes": gradient_bytes,
+                "env_steps": args.env_steps, "rows": rows,
                 "assumptions": {name: vars(assumption) for name, assumption in assumptions.items()
                                 if name not in ("learn_s", "act_s")}}
     try:

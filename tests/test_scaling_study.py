@@ -96,7 +96,7 @@ def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path)
     [row] = study["summary"]
     assert row["ranks"] == 2 and row["runs"] == 1
     # Unbound ranks share the cores: the output says to compare env steps only.
-    assert study["compare"].startswith("ranks unbound (--cores_per_rank=0): they share the machine's cores")
+    assert study["compare"].startswith("unbound ranks (--cores_per_rank=0): they share the machine's cores")
     assert "compare env steps only" in result.stdout
     assert (tmp_path / "cartpole.png").read_bytes().startswith(PNG_MAGIC)
     # Run again without the runs themselves (a new session's checkout): the evidence kept beside the results

@@ -47,7 +47,7 @@ from hvd_dqn.tools.study_runs import (PROGRAM, REPO, finished_env_steps, keep_ev
                                         train_or_continue)
 
 # Said in the output of a study whose ranks are not bound to cores of their own (--cores_per_rank=0).
-UNBOUND_NOTE = ("ranks unbound (--cores_per_rank=0): they share the machine's cores with each other and anything else "
+UNBOUND_NOTE = ("unbound ranks (--cores_per_rank=0): they share the machine's cores with each other and anything else "
                 "running, so compare env steps only; the seconds of training are no speed figure")
 
 

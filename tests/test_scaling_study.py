@@ -385,3 +385,47 @@ def test_the_time_mode_reports_wall_seconds_to_target_from_the_kept_evidence(tmp
     assert refused.returncode == 2 and refused.stderr.strip() == (
         f"hvd_dqn.tools.scaling_study: error: --cores_per_rank=1: {cores + 1} ranks need {cores + 1} cores and this machine has "
         f"{cores}; wall time compares worker for worker only with a core (or more) for each")
+
+
+def test_a_run_ended_at_the_target_reports_the_env_steps_of_the_run_trained_to_the_budget(tmp_path):
+    """--stop_at_target ends each run at its first log point at or after the crossing: the env steps to the
+    target are those of the same run trained to the whole budget, and the rest of the budget is not trained.
+    Evidence made one way is not taken for the other's."""
+    common = [PYTHON, "-m", "hvd_dqn.tools.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+              "--ranks=1", "--seeds=0", "--target=40", "--window=10", "--budget_env_steps=6000"]
+    extra = ["--", "--learning_starts=500", "--log_interval_env_steps=500"]
+    run([*common, f"--workdir={tmp_path / 'whole'}", f"--out={tmp_path / 'whole'}", *extra], timeout=600)
+    run([*common, f"--workdir={tmp_path / 'ended'}", f"--out={tmp_path / 'ended'}", "--stop_at_target", *extra],
+        timeout=600)
+    [whole] = json.loads((tmp_path / "whole.json").read_text())["runs"]
+    ended_study = json.loads((tmp_path / "ended.json").read_text())
+    [ended] = ended_study["runs"]
+    assert whole["env_steps_to_target"] is not None, "the test needs a run that reaches its target"
+    assert ended["env_steps_to_target"] == whole["env_steps_to_target"]
+    assert ended_study["stop_at_target"] is True
+    _, episodes = _study_module().read_run(str(tmp_path / ended["evidence"]))
+    last = max(episode[0] for episode in episodes)
+    assert ended["env_steps_to_target"] <= last < ended["env_steps_to_target"] + 500 + 8 < 6000
+    mixed = run([*common, f"--workdir={tmp_path / 'whole'}", f"--out={tmp_path / 'whole'}", "--stop_at_target",
+                 *extra], timeout=120, check=False)
+    assert mixed.returncode == 2 and "another stop_at_target (stop_at_target=False)" in mixed.stderr
+
+
+def test_an_unbound_study_gives_no_seconds_medians(tmp_path):
+    """Ranks sharing the cores (--cores_per_rank=0): the records keep their clocks, but the summary gives no
+    median seconds and no ratio of seconds, which would read as a speed figure."""
+    study = _study_module()
+    preset = (REPO / "configs" / "cartpole.flags").read_bytes()
+    for ranks, episodes in ((1, [(100, 5.0, 1.0), (200, 10.0, 2.0), (300, 10.0, 3.0)]),
+                            (2, [(100, 10.0, 0.5), (150, 10.0, 0.9)])):
+        provenance = dict(flagfile="configs/cartpole.flags", flagfile_sha256=study.hashlib.sha256(preset).hexdigest()[:16],
+                          preset_flags_sha256=study.preset_flags_digest(preset), extra_flags=[], job_num_envs=None,
+                          cores_per_rank=0, budget_env_steps=400, ranks=ranks, seed=0, wall_s=9.0, parts=1)
+        _hand_made_evidence(tmp_path / f"shared_runs/np{ranks}_seed0", episodes, provenance)
+    run([PYTHON, "-m", "hvd_dqn.tools.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+         "--ranks=1,2", "--seeds=0", "--target=10", "--window=2", "--budget_env_steps=400",
+         f"--workdir={tmp_path / 'runs'}", f"--out={tmp_path / 'shared'}", "--report_only"], timeout=120)
+    report = json.loads((tmp_path / "shared.json").read_text())
+    assert [record["wall_s_to_target"] for record in report["runs"]] == [3.0, 0.9]
+    assert [(row["median_wall_s_to_target"], row["wall_s_ratio_to_fewest_ranks"], row["env_steps_ratio_to_fewest_ranks"])
+            for row in report["summary"]] == [(None, None, 1.0), (None, None, 0.5)]

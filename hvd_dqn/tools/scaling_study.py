@@ -11,7 +11,9 @@ consecutive training episodes, as they were played (ordered by the env step at w
 ranks), is at least --target. The env steps to target are those at the end of the window's last episode.
 The return at the budget is the mean of the last --window training episodes of the run. Evaluation during
 training and the preset's --stop_at_train_return are switched off, so no run stops early and every run is
-measured at the same budget.
+measured at the same budget; or, with --stop_at_target, each run ends once it has reached the target, which
+leaves its env steps to the target as they were and saves the rest of its budget (the long runs of many ranks
+sharing a few cores), at the cost of the return at the budget.
 
 Each finished run's evidence (episodes.csv, metrics.csv, config.json and run.json with its flags, wall time and
 the commit each part was trained with) is copied to OUT_runs/np<ranks>_seed<seed>/, beside the results, so anyone
@@ -43,8 +45,8 @@ from hvd_dqn.rank_split import problem_with_runs
 from hvd_dqn.tools.study_report import (StudyError, draw, env_steps_to_target, final_return, read_run, summarise,
                                           wall_s_to_target)
 from hvd_dqn.tools.study_runs import (PROGRAM, REPO, finished_env_steps, keep_evidence, kept_evidence,
-                                        preset_flags_digest, recorded_commits, recorded_wall, run_lock,
-                                        train_or_continue)
+                                        preset_flags_digest, recorded_commits, recorded_wall, run_finished,
+                                        run_lock, train_or_continue)
 
 # Said in the output of a study whose ranks are not bound to cores of their own (--cores_per_rank=0).
 UNBOUND_NOTE = ("unbound ranks (--cores_per_rank=0): they share the machine's cores with each other and anything else "
@@ -99,6 +101,11 @@ def main(argv=None) -> int:
                         help="horovodrun's controller for the runs (the same run either way, bit for bit). "
                              "Default: mpi in time mode (on one host MPI exchanges through shared memory, Gloo "
                              "through loopback TCP), gloo otherwise.")
+    parser.add_argument("--stop_at_target", action="store_true",
+                        help="End each run once it has reached the target (the runs' own --stop_at_train_return, "
+                             "at their first log point at or after the crossing) instead of at the budget: the env "
+                             "steps to the target are the same, every solved run saves the rest of its budget, and "
+                             "the return at the budget is not measured (final_return is the return at the stop).")
     parser.add_argument("--report_only", action="store_true",
                         help="Train nothing: report the runs whose evidence is kept, list the others as missing.")
     args = parser.parse_args(argv)
@@ -147,7 +154,8 @@ def main(argv=None) -> int:
                                   preset_flags_sha256=preset_flags_digest(preset),
                                   extra_flags=extra, job_num_envs=args.job_num_envs,
                                   cores_per_rank=args.cores_per_rank,
-                                  budget_env_steps=args.budget_env_steps, ranks=ranks, seed=seed)
+                                  budget_env_steps=args.budget_env_steps, stop_at_target=args.stop_at_target,
+                                  ranks=ranks, seed=seed)
                 run_flags = extra + ([] if args.job_num_envs is None else [f"--num_envs={args.job_num_envs // ranks}"])
                 run_flags += [f"--cores_per_rank={args.cores_per_rank}"] if args.cores_per_rank else []
                 kept = kept_evidence(evidence, provenance)
@@ -158,7 +166,7 @@ def main(argv=None) -> int:
                     with run_lock(logdir):
                         wall = recorded_wall(logdir)
                         done = finished_env_steps(logdir)
-                        if done is None or done < args.budget_env_steps:
+                        if not run_finished(logdir, args):
                             wall = train_or_continue(ranks, seed, logdir, done, wall, args, run_flags)
                         commits = recorded_commits(logdir)
                         kept = dict(provenance, wall_s=None if wall is None else round(wall, 1),
@@ -180,11 +188,13 @@ def main(argv=None) -> int:
         if not records:  # only under --report_only: a study that trains has a record of every run or stops
             raise StudyError(f"--report_only: {evidence_root} holds no evidence of these runs (ranks {args.ranks}, "
                              f"seeds {args.seeds}); train them first, without --report_only")
+        timed = bool(args.cores_per_rank)
         study = dict(task=task, flagfile=os.path.relpath(args.flagfile, REPO), extra_flags=extra,
                      job_num_envs=args.job_num_envs, cores_per_rank=args.cores_per_rank,
                      controller=args.controller, target=args.target,
-                     window=args.window, budget_env_steps=args.budget_env_steps, ranks=ranks_list, seeds=seeds,
-                     runs=records, missing_runs=missing, summary=summarise(records, ranks_list))
+                     window=args.window, budget_env_steps=args.budget_env_steps,
+                     stop_at_target=args.stop_at_target, ranks=ranks_list, seeds=seeds,
+                     runs=records, missing_runs=missing, summary=summarise(records, ranks_list, timed))
         if not args.cores_per_rank:
             study["compare"] = UNBOUND_NOTE
         with open(args.out + ".json", "w") as handle:

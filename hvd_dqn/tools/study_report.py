@@ -66,7 +66,9 @@ def censored_median(env_steps_to_target):
     return None if math.isinf(median) else median
 
 
-def summarise(records, ranks_list):
+def summarise(records, ranks_list, timed: bool = True):
+    """Per rank count: runs, runs at the target, the median env steps to it (and, where `timed`, every rank with
+    cores of its own, the median seconds) and the ratios to the fewest ranks'."""
     summary = []
     for ranks in ranks_list:
         runs = [record for record in records if record["ranks"] == ranks]
@@ -79,7 +81,7 @@ def summarise(records, ranks_list):
                             min_env_steps_to_target=min(reached) if reached else None,
                             max_env_steps_to_target=max(reached) if reached else None,
                             # Where every run that reached the target has its time (episodes.csv with wall_s).
-                            median_wall_s_to_target=censored_median(times) if all(
+                            median_wall_s_to_target=censored_median(times) if timed and all(
                                 time is not None for time, record in zip(times, runs)
                                 if record["env_steps_to_target"] is not None) else None,
                             median_final_return=statistics.median(finals) if finals else None,

@@ -29,6 +29,22 @@ def finished_env_steps(logdir: str):
     return checkpoint.read_counters(latest)["env_steps"] if latest else None
 
 
+def run_finished(logdir: str, args) -> bool:
+    """Whether the run in `logdir` is done: a checkpoint at the budget, or, under --stop_at_target, episodes that
+    reached the target (the run's own stop rule ended it there, or a signal came after the crossing: either
+    way the env steps to the target are known and training on would not change them)."""
+    done = finished_env_steps(logdir)
+    if done is None:
+        return False
+    if done >= args.budget_env_steps:
+        return True
+    if not args.stop_at_target:
+        return False
+    from hvd_dqn.tools.study_report import env_steps_to_target, read_run
+
+    return env_steps_to_target(read_run(logdir)[1], args.target, args.window) is not None
+
+
 def holds_replay(logdir: str, ranks: int) -> bool:
     """Whether the run's newest checkpoint holds every rank's replay memory (a study's part stopped by a signal)."""
     from hvd_dqn.logdir import checkpoint
@@ -47,7 +63,7 @@ def train(ranks: int, seed: int, logdir: str, args, extra, resume: bool) -> floa
     command = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(ranks), f"--{args.controller}",
                sys.executable, "-m", "hvd_dqn.train", f"--flagfile={args.flagfile}",
                f"--seed={seed}", f"--logdir={logdir}", f"--total_env_steps={args.budget_env_steps}",
-               "--eval_interval_env_steps=0", "--stop_at_train_return=inf", "--checkpoint_replay",
+               "--eval_interval_env_steps=0", *stop_rule(args), "--checkpoint_replay",
                f"--checkpoint_interval_env_steps={args.budget_env_steps}", *extra, *(["--resume"] if resume else [])]
     os.makedirs(os.path.dirname(logdir), exist_ok=True)
     start = time.time()
@@ -64,15 +80,26 @@ def train(ranks: int, seed: int, logdir: str, args, extra, resume: bool) -> floa
                          f"run the same command again to {next_time} (see {logdir}.log)")
     if status != 0:
         raise StudyError(f"ranks {ranks}, seed {seed}: hvd_dqn.train exited with status {status}; see {logdir}.log")
-    done = finished_env_steps(logdir)
-    if done is None or done < args.budget_env_steps:
+    if not run_finished(logdir, args):
+        done = finished_env_steps(logdir)
         # The ranks stop cleanly, with a checkpoint and status 0, on a SIGTERM from anywhere (to horovodrun, or to
         # the ranks by a scheduler); such a run is unfinished, not a result: keeping it would put a truncated
         # curve into the study (it happened once).
-        raise StudyError(f"ranks {ranks}, seed {seed}: the run stopped at {done or 0:,} env steps, before the budget "
-                         f"of {args.budget_env_steps:,} (a signal to horovodrun or its ranks?); run the same command "
+        before = "the target and " if args.stop_at_target else ""
+        raise StudyError(f"ranks {ranks}, seed {seed}: the run stopped at {done or 0:,} env steps, before {before}the "
+                         f"budget of {args.budget_env_steps:,} (a signal to horovodrun or its ranks?); run the same command "
                          f"again to continue it from its checkpoint (see {logdir}.log)")
     return time.time() - start
+
+
+def stop_rule(args):
+    """The runs' --stop_at_train_return: never (inf, so that every run is measured at the budget), or under
+    --stop_at_target the study's own target and window. The rule is checked at the preset's log points on the
+    job's latest episodes as played, so it ends a run at the first log point at or after the study's crossing,
+    never before it; the rule's bookkeeping runs either way, so the run up to there is the same."""
+    if not args.stop_at_target:
+        return ["--stop_at_train_return=inf"]
+    return [f"--stop_at_train_return={args.target}", f"--stop_train_episodes={args.window}"]
 
 
 class forward_stop_signals(contextlib.AbstractContextManager):
@@ -231,9 +258,10 @@ def kept_evidence(evidence: str, provenance: dict):
         preset_key = "flagfile_sha256"
     else:  # the preset's flags decide
         preset_key, kept = "preset_flags_sha256", dict(kept, preset_flags_sha256=flags_digest)
-    defaults = {"cores_per_rank": 0}  # evidence kept before the time mode ran unbound
+    # evidence kept before the time mode ran unbound, and before runs could end at the target
+    defaults = {"cores_per_rank": 0, "stop_at_target": False}
     differing = [key for key in ("flagfile", preset_key, "extra_flags", "job_num_envs", "cores_per_rank",
-                                 "budget_env_steps", "ranks", "seed")
+                                 "budget_env_steps", "stop_at_target", "ranks", "seed")
                  if kept.get(key, defaults.get(key)) != provenance[key]]
     if differing:
         raise StudyError(f"{evidence} holds a run made with another {', '.join(differing)} "

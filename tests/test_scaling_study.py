@@ -351,18 +351,25 @@ def _hand_made_evidence(folder, episodes, provenance):
     (folder / "run.json").write_text(json.dumps(provenance))
 
 
-def test_the_time_mode_reports_wall_seconds_to_target_from_the_kept_evidence(tmp_path):
-    """--cores_per_rank: each record carries it and its wall_s_to_target, and the summary the median seconds
-    and their ratio to one rank's, all from episodes.csv's wall_s (a study of two hand-made runs)."""
+def _two_hand_made_runs(evidence_root, cores_per_rank: int) -> None:
+    """Seed 0 of CartPole's preset at 1 rank (the target of 10 over 2 episodes at 300 env steps, 3.0 s) and at 2
+    ranks (at 150 env steps, 0.9 s), as a study with a budget of 400 keeps them."""
     study = _study_module()
     preset = (REPO / "configs" / "cartpole.flags").read_bytes()
-    out = tmp_path / "time"
     for ranks, episodes in ((1, [(100, 5.0, 1.0), (200, 10.0, 2.0), (300, 10.0, 3.0)]),
                             (2, [(100, 10.0, 0.5), (150, 10.0, 0.9)])):
         provenance = dict(flagfile="configs/cartpole.flags", flagfile_sha256=study.hashlib.sha256(preset).hexdigest()[:16],
                           preset_flags_sha256=study.preset_flags_digest(preset), extra_flags=[], job_num_envs=None,
-                          cores_per_rank=1, budget_env_steps=400, ranks=ranks, seed=0, wall_s=9.0, parts=1)
-        _hand_made_evidence(tmp_path / f"time_runs/np{ranks}_seed0", episodes, provenance)
+                          cores_per_rank=cores_per_rank, budget_env_steps=400, ranks=ranks, seed=0, wall_s=9.0, parts=1)
+        _hand_made_evidence(evidence_root / f"np{ranks}_seed0", episodes, provenance)
+
+
+def test_the_time_mode_reports_wall_seconds_to_target_from_the_kept_evidence(tmp_path):
+    """--cores_per_rank: each record carries it and its wall_s_to_target, and the summary the median seconds
+    and their ratio to one rank's, all from episodes.csv's wall_s (a study of two hand-made runs)."""
+    study = _study_module()
+    out = tmp_path / "time"
+    _two_hand_made_runs(tmp_path / "time_runs", cores_per_rank=1)
     command = [PYTHON, "-m", "hvd_dqn.tools.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                "--ranks=1,2", "--seeds=0", "--target=10", "--window=2", "--budget_env_steps=400",
                f"--workdir={tmp_path / 'runs'}", f"--out={out}", "--cores_per_rank=1", "--report_only"]
@@ -414,14 +421,7 @@ def test_a_run_ended_at_the_target_reports_the_env_steps_of_the_run_trained_to_t
 def test_an_unbound_study_gives_no_seconds_medians(tmp_path):
     """Ranks sharing the cores (--cores_per_rank=0): the records keep their clocks, but the summary gives no
     median seconds and no ratio of seconds, which would read as a speed figure."""
-    study = _study_module()
-    preset = (REPO / "configs" / "cartpole.flags").read_bytes()
-    for ranks, episodes in ((1, [(100, 5.0, 1.0), (200, 10.0, 2.0), (300, 10.0, 3.0)]),
-                            (2, [(100, 10.0, 0.5), (150, 10.0, 0.9)])):
-        provenance = dict(flagfile="configs/cartpole.flags", flagfile_sha256=study.hashlib.sha256(preset).hexdigest()[:16],
-                          preset_flags_sha256=study.preset_flags_digest(preset), extra_flags=[], job_num_envs=None,
-                          cores_per_rank=0, budget_env_steps=400, ranks=ranks, seed=0, wall_s=9.0, parts=1)
-        _hand_made_evidence(tmp_path / f"shared_runs/np{ranks}_seed0", episodes, provenance)
+    _two_hand_made_runs(tmp_path / "shared_runs", cores_per_rank=0)
     run([PYTHON, "-m", "hvd_dqn.tools.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
          "--ranks=1,2", "--seeds=0", "--target=10", "--window=2", "--budget_env_steps=400",
          f"--workdir={tmp_path / 'runs'}", f"--out={tmp_path / 'shared'}", "--report_only"], timeout=120)

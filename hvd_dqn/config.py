@@ -44,7 +44,8 @@ class TrainConfig:
 
     # Environment.
     env_id: str = "CartPole-v1"
-    num_envs: int = 4  # environments of the job, split over the ranks (see counts_per_rank), stepped as one vectorised env
+    # environments of the job, split over the ranks (see counts_per_rank), stepped as one vectorised env
+    num_envs: int = 4
     seed: int = 0  # rank r seeds its envs and RNGs with seed + r
 
     # Atari only (ignored for classic control); see hvd_dqn.envs.AtariSettings for sources.
@@ -59,7 +60,8 @@ class TrainConfig:
 
     # Run length and schedule, all in env steps summed over ranks unless noted.
     total_env_steps: int = 100_000
-    learning_starts: int = 1_000  # transitions in the job's replay memories before updates begin (see rank_learning_starts)
+    # transitions in the job's replay memories before updates begin (see rank_learning_starts)
+    learning_starts: int = 1_000
     train_frequency: int = 1  # env steps per rank between two updates (per rank)
     target_update_period: int = 500  # updates between two copies online -> target
     target_update_tau: float = 1.0  # 1: copy; < 1: target <- tau online + (1 - tau) target (Polyak)
@@ -106,8 +108,8 @@ class TrainConfig:
     # transitions (one rank's updates and batch, whatever N). batch is the default because it shortens the time
     # to a score: on CartPole, one core per worker, 2 workers made 1.36x one worker's env steps per second under
     # batch and 0.78x under updates (each update pays a sync that half the batch does not buy back;
-    # results/throughput/rank_scaling_modes/), at the same env steps to solve. On GPUs, where a smaller batch costs the same, updates cannot gain at all
-    # (results/cost_model/README.md).
+    # results/throughput/rank_scaling_modes/), at the same env steps to solve. On GPUs, where a smaller batch
+    # costs the same, updates cannot gain at all (results/cost_model/README.md).
     rank_scaling: str = "batch"
     scale_lr_by_workers: bool = True  # batch: multiply the learning rate by the number of ranks (Goyal et al. 2017)
     lr_scale_rule: str = "linear"  # with scale_lr_by_workers: times N (Goyal et al.) or times sqrt(N)

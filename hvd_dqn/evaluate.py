@@ -2,12 +2,12 @@
 
     python -m hvd_dqn.evaluate --logdir=runs/pong --episodes=10 --epsilon=0.05 --json=eval.json --video=pong.mp4
 
-Loads the newest complete checkpoint in --logdir that reads back (skipping, with a warning, any that is
-damaged), or --checkpoint, rebuilds the network from the config
-stored beside it, plays --episodes episodes (at the training run's --eval_epsilon unless --epsilon is given;
-Atari games with the training run's no-op starts, FIRE resets and sticky actions) and prints and writes
-{"mean_return": ..., "median_return": ..., "episodes": N, ...} with raw game scores. With --video it also films one more episode from the full-colour
-screen. Runs in one process; Horovod is not needed.
+Loads the newest complete checkpoint in --logdir that reads back (skipping, with a warning, any that is damaged), or
+--checkpoint, rebuilds the network from the config stored beside it, plays --episodes episodes (at the training
+run's --eval_epsilon unless --epsilon is given; Atari games with the training run's no-op starts, FIRE resets and
+sticky actions) and prints and writes {"mean_return": ..., "median_return": ..., "episodes": N, ...} with raw game
+scores. With --video it also films one more episode from the full-colour screen. Runs in one process; Horovod is not
+needed.
 """
 from __future__ import annotations
 

@@ -301,7 +301,8 @@ def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: flo
             end_fraction=learning_rate_end / learning_rate if decaying else 1.0,
             decay_updates=lr_decay_updates if decaying else 0)
     if optimizer == "adam":
-        built = tf.keras.optimizers.Adam(learning_rate=rate, epsilon=adam_epsilon, global_clipnorm=max_grad_norm or None)
+        built = tf.keras.optimizers.Adam(learning_rate=rate, epsilon=adam_epsilon,
+                                         global_clipnorm=max_grad_norm or None)
     elif optimizer == "radam":
         built = RectifiedAdam(learning_rate=rate, epsilon=adam_epsilon, global_clipnorm=max_grad_norm or None)
     elif optimizer == "rmsprop":

@@ -65,7 +65,8 @@ def _record_atari(actor, game: str, config, epsilon: float, seed: int) -> Record
             action = actor.select_actions(observation, epsilon)
             observation, reward, terminated, truncated, _ = agent_env.step(action)
             screen, screen_reward, screen_terminated, screen_truncated, screen_info = screen_env.step(action)
-            if (reward[0], terminated[0], truncated[0]) != (screen_reward[0], screen_terminated[0], screen_truncated[0]):
+            agent_outcome = (reward[0], terminated[0], truncated[0])
+            if agent_outcome != (screen_reward[0], screen_terminated[0], screen_truncated[0]):
                 raise RuntimeError(f"the screen emulator diverged from the agent's at step {length + 1}")
             episode_return += float(reward[0])
             length += 1

@@ -2,12 +2,12 @@
 horovodrun turns into) are watched, and when one of them is gone the rank asks to stop as if it had received
 SIGTERM: the ranks agree at their next stop poll, write a checkpoint and exit.
 
-Why the ranks watch, rather than the launcher passing the signal on: `horovodrun` over Open MPI replaces
-itself with `sh -c "mpirun ..."`, and a SIGTERM (or SIGHUP, or SIGKILL) to that shell ends the shell alone:
-mpirun and the ranks trained on, orphaned, writing checkpoints into a logdir the next job was then refused. horovodrun over Gloo passes SIGTERM on itself, and its per-rank helpers end the ranks when it is
-killed; watching costs nothing there and covers `mpirun` started by hand too. Where no launcher is above the
-rank (`python -m hvd_dqn.train` alone, Ray's actors, Slurm's srun steps) nothing is watched: a rank there
-never outlives what started it unnoticed.
+Why the ranks watch, rather than the launcher passing the signal on: `horovodrun` over Open MPI replaces itself with
+`sh -c "mpirun ..."`, and a SIGTERM (or SIGHUP, or SIGKILL) to that shell ends the shell alone: mpirun and the ranks
+trained on, orphaned, writing checkpoints into a logdir the next job was then refused. horovodrun over Gloo passes
+SIGTERM on itself, and its per-rank helpers end the ranks when it is killed; watching costs nothing there and covers
+`mpirun` started by hand too. Where no launcher is above the rank (`python -m hvd_dqn.train` alone, Ray's actors,
+Slurm's srun steps) nothing is watched: a rank there never outlives what started it unnoticed.
 """
 from __future__ import annotations
 

@@ -99,8 +99,9 @@ def describe(config, replay_per_rank: int, ranks_on_host: int, needed: int, avai
     """The refusal or warning's text: the flag, the bytes needed and available, and what to change."""
     if config.agent == "pqn":
         return (f"--rollout_steps={config.rollout_steps}: the rollouts need {needed / GIB:,.1f} GiB on {host} "
-                f"({ranks_on_host} rank(s) x ({replay_per_rank / GIB:,.1f} GiB of rollout + {PER_RANK_MARGIN_BYTES / GIB:g} "
-                f"GiB for TensorFlow and the emulators)) and {available[0] / GIB:,.1f} GiB is available "
+                f"({ranks_on_host} rank(s) x ({replay_per_rank / GIB:,.1f} GiB of rollout + "
+                f"{PER_RANK_MARGIN_BYTES / GIB:g} GiB for TensorFlow and the emulators)) and "
+                f"{available[0] / GIB:,.1f} GiB is available "
                 f"({available[1]}); use fewer ranks per host, fewer --num_envs or fewer --rollout_steps")
     text = (f"--replay_capacity={config.replay_capacity}: the replay memories need {needed / GIB:,.1f} GiB on "
             f"{host} ({ranks_on_host} rank(s) x ({replay_per_rank / GIB:,.1f} GiB of replay + "

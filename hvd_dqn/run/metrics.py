@@ -24,8 +24,8 @@ from hvd_dqn.rank_split import rank_count_caution, scales_schedules
 from hvd_dqn.run import distributed
 
 CSV_COLUMNS = (
-    "env_steps", "env_frames", "updates", "episodes", "episode_return_mean", "episode_length_mean", "episodes_in_window",
-    "td_loss", "q_mean", "epsilon", "learning_rate", "env_steps_per_second", "eval_return_mean",
+    "env_steps", "env_frames", "updates", "episodes", "episode_return_mean", "episode_length_mean",
+    "episodes_in_window", "td_loss", "q_mean", "epsilon", "learning_rate", "env_steps_per_second", "eval_return_mean",
     "wall_time_s",
 )
 

@@ -67,12 +67,12 @@ class TrainingClock:
 
 
 class StopSignals:
-    """SIGTERM (pre-emption: Slurm, Kubernetes, horovodrun passing on its own signal), SIGINT (Ctrl-C), SIGHUP
-    (a closed terminal; not where it is ignored, as under nohup), the end of the rank's launcher
-    (`hvd_dqn.run.launcher_watch`) and a signal to the Ray driver (`hvd_dqn.ray_train`) only set a flag here; the loop polls it collectively
-    (`hvd_dqn.run.stopping`), so every rank stops after the same iteration, writes the final checkpoint
-    together and exits cleanly. A second signal of the same kind gets the default behaviour (an immediate
-    stop)."""
+    """SIGTERM (pre-emption: Slurm, Kubernetes, horovodrun passing on its own signal), SIGINT (Ctrl-C), SIGHUP (a
+    closed terminal; not where it is ignored, as under nohup), the end of the rank's launcher
+    (`hvd_dqn.run.launcher_watch`) and a signal to the Ray driver (`hvd_dqn.ray_train`) only set a flag here; the
+    loop polls it collectively (`hvd_dqn.run.stopping`), so every rank stops after the same iteration, writes the
+    final checkpoint together and exits cleanly. A second signal of the same kind gets the default behaviour (an
+    immediate stop)."""
 
     def __init__(self):
         self.received: Optional[str] = None

@@ -273,8 +273,9 @@ class Checkpointing:
             shutil.rmtree(checkpoint.staging_path(self.logdir, env_steps), ignore_errors=True)
         problem = distributed.broadcast_object(problem, "checkpoint_problem")
         if problem:
-            raise CheckpointError(f"checkpoint at {env_steps:,} env steps in {checkpoint.checkpoint_root(config.logdir)}"
-                                  f" failed: {problem}; the earlier checkpoints are intact")
+            root = checkpoint.checkpoint_root(config.logdir)
+            raise CheckpointError(f"checkpoint at {env_steps:,} env steps in {root} failed: {problem}; the earlier "
+                                  "checkpoints are intact")
         if path:
             logging.info("checkpoint written: %s", path)
 

@@ -1,13 +1,13 @@
 """One rank's part of a data-parallel DQN (or PQN) run: the loop, and the phases it calls by name.
 
 Every rank owns an acting side (its envs and the epsilon-greedy policy, `hvd_dqn.run.acting_side`), a learning side
-(its replay memory and the updates its env steps pay for, `hvd_dqn.run.learning_side`) and a replica of the Q-network.
-Each iteration every env of every rank steps once, the steps are stored and the updates they bought are
+(its replay memory and the updates its env steps pay for, `hvd_dqn.run.learning_side`) and a replica of the
+Q-network. Each iteration every env of every rank steps once, the steps are stored and the updates they bought are
 made, in which Horovod averages the gradients of all ranks' minibatches. With --agent=pqn the learning side is
-`hvd_dqn.run.rollout_side.RolloutSide`: the steps fill a rollout, whose updates come once it is full. Acting runs in order with learning
-or ahead of it on a thread of its own (`--pipeline`, on by default for Atari; `hvd_dqn.run.pipeline`).
-Rank 0 broadcasts the initial state and alone writes checkpoints, metrics and TensorBoard events; when a run
-stops early is `hvd_dqn.run.stopping`'s to say.
+`hvd_dqn.run.rollout_side.RolloutSide`: the steps fill a rollout, whose updates come once it is full. Acting runs in
+order with learning or ahead of it on a thread of its own (`--pipeline`, on by default for Atari;
+`hvd_dqn.run.pipeline`). Rank 0 broadcasts the initial state and alone writes checkpoints, metrics and TensorBoard
+events; when a run stops early is `hvd_dqn.run.stopping`'s to say.
 """
 from __future__ import annotations
 

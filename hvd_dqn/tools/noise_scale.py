@@ -6,16 +6,16 @@
     .venv/bin/python -m hvd_dqn.tools.noise_scale runs/cartpole_noise --json=noise.json
 
 The gradient noise scale (McCandlish, Kaplan, Amodei et al. 2018, "An Empirical Model of Large-Batch Training",
-arXiv:1812.06162) is B_simple = tr(Sigma) / |G|^2: the per-transition gradient's variance over the squared
-norm of the true gradient. A batch much smaller than it gives a noisy gradient; a batch beyond it, hardly a
-better one. Under --rank_scaling=batch N ranks draw a global batch of N b (b a rank's batch) and make N times
-fewer updates per env step at N times the step size. Up to N = B / b ranks the growing batch buys a better
-gradient; beyond, the fewer updates are made up for by the larger step alone, and env steps hold only as far
-as the preset's step size can rise (which python -m hvd_dqn.tools.step_headroom measures on one rank). Their model, which fits supervised, generative and RL tasks (Dota, Atari with A2C
-and PPO), says that at the best step size for each batch B, E = E_min (1 + B / B_crit) examples reach a
-loss, with B_crit about B_simple; if one rank already trained at the best step size, env steps (the replayed
-transitions per env step stay the same under batch) would grow by (1 + N b / B) / (1 + b / B), past a ratio
-r from
+arXiv:1812.06162) is B_simple = tr(Sigma) / |G|^2: the per-transition gradient's variance over the squared norm of
+the true gradient. A batch much smaller than it gives a noisy gradient; a batch beyond it, hardly a better one.
+Under --rank_scaling=batch N ranks draw a global batch of N b (b a rank's batch) and make N times fewer updates per
+env step at N times the step size. Up to N = B / b ranks the growing batch buys a better gradient; beyond, the fewer
+updates are made up for by the larger step alone, and env steps hold only as far as the preset's step size can rise
+(which python -m hvd_dqn.tools.step_headroom measures on one rank). Their model, which fits supervised, generative
+and RL tasks (Dota, Atari with A2C and PPO), says that at the best step size for each batch B, E = E_min (1 + B /
+B_crit) examples reach a loss, with B_crit about B_simple; if one rank already trained at the best step size, env
+steps (the replayed transitions per env step stay the same under batch) would grow by (1 + N b / B) / (1 + b / B),
+past a ratio r from
 
     N_r = r + (r - 1) B / b        (r = 1.25: N = 1.25 + B / 4b),
 
@@ -79,7 +79,8 @@ def estimate(small_sq_norms: Sequence[float], big_sq_norm: float, small: int, bi
 def combine(estimates: Sequence[NoiseEstimate]) -> NoiseEstimate:
     """The rounds' |G|^2 and tr(Sigma) averaged separately (a ratio of means, not a mean of ratios, which the
     rounds whose |G|^2 lands near zero would dominate)."""
-    return NoiseEstimate(statistics.fmean(e.gradient_sq for e in estimates), statistics.fmean(e.trace for e in estimates))
+    return NoiseEstimate(statistics.fmean(e.gradient_sq for e in estimates),
+                         statistics.fmean(e.trace for e in estimates))
 
 
 def measure(gradient: Callable[[object], np.ndarray], draw: Callable[[], object], batch_size: int,
@@ -125,8 +126,8 @@ class CheckpointGradients:
         self.rank_batch = rank_batch_size(config, world_size)
         spec = probe_spec(config)
         num_envs, capacity = rank_share(config, world_size)
-        self.learner = make_learner(config, q_network_for(config, spec, "online"), q_network_for(config, spec, "target"),
-                                    world_size, distributed=False)
+        self.learner = make_learner(config, q_network_for(config, spec, "online"),
+                                    q_network_for(config, spec, "target"), world_size, distributed=False)
         self.replay = make_replay_memory(config, spec, num_envs, capacity)
         self.priority_beta = LinearSchedule(config.priority_beta_start, 1.0, config.total_env_steps)
 

@@ -1,8 +1,9 @@
 """Sample efficiency against the number of ranks: trains a preset with each rank count and seed, then reports
 how many env steps each run needed to reach a target return, and the return at a fixed budget.
 
-    .venv/bin/python -m hvd_dqn.tools.scaling_study --flagfile=configs/cartpole.flags --ranks=1,2,4,8 --seeds=0,1,2,3,4 \
-        --target=475 --budget_env_steps=100000 --workdir=runs/scaling_cartpole --out=results/scaling/cartpole
+    .venv/bin/python -m hvd_dqn.tools.scaling_study --flagfile=configs/cartpole.flags --ranks=1,2,4,8 \
+        --seeds=0,1,2,3,4 --target=475 --budget_env_steps=100000 --workdir=runs/scaling_cartpole \
+        --out=results/scaling/cartpole
     ... -- --learning_rate=0.0005          # flags after "--" go to every run of hvd_dqn.train
     ... --job_num_envs=8 -- --counts_per_rank    # per-rank counts, 8 envs in every job: --num_envs=8/ranks
 
@@ -15,23 +16,22 @@ measured at the same budget; or, with --stop_at_target, each run ends once it ha
 leaves its env steps to the target as they were and saves the rest of its budget (the long runs of many ranks
 sharing a few cores), at the cost of the return at the budget.
 
-Each finished run's evidence (episodes.csv, metrics.csv, config.json and run.json with its flags, wall time and
-the commit each part was trained with) is copied to OUT_runs/np<ranks>_seed<seed>/, beside the results, so anyone
-can recompute the study from the raw episodes. Runs whose evidence is already there (made with the same preset
-flags, comments aside, and the same flags after --), or that finished in --workdir (a final checkpoint at the
-budget), are not trained again: a study can be stopped and continued, in another session or on another machine,
-from what the repository holds. A run stopped part-way (SIGTERM or Ctrl-C to the study, passed on to its
-ranks; or a signal to horovodrun or the ranks themselves, which the study reports and does not take for finished) keeps a checkpoint with its
-replay memories and, when the study is started again, continues from it (--resume --checkpoint_replay). With
+Each finished run's evidence (episodes.csv, metrics.csv, config.json and run.json with its flags, wall time and the
+commit each part was trained with) is copied to OUT_runs/np<ranks>_seed<seed>/, beside the results, so anyone can
+recompute the study from the raw episodes. Runs whose evidence is already there (made with the same preset flags,
+comments aside, and the same flags after --), or that finished in --workdir (a final checkpoint at the budget), are
+not trained again: a study can be stopped and continued, in another session or on another machine, from what the
+repository holds. A run stopped part-way (SIGTERM or Ctrl-C to the study, passed on to its ranks; or a signal to
+horovodrun or the ranks themselves, which the study reports and does not take for finished) keeps a checkpoint with
+its replay memories and, when the study is started again, continues from it (--resume --checkpoint_replay). With
 CartPole or MinAtar, whose emulators the checkpoint holds too, the continued run is the run that never stopped;
-Atari's emulators cannot be saved, so the episodes under way at the stop never end in episodes.csv. run.json
-counts the parts; the wall time adds them up. Ranks beyond the cores oversubscribe them: env steps, not wall
-time, are compared, unless the study runs in time mode (--cores_per_rank=K): then every rank of every run, the
-one-rank baseline included, is bound to K cores of its own, the runs start over MPI (--controller), and each
-record also gives wall_s_to_target, the seconds of training at which the target was reached (episodes.csv's
-wall_s, continued across a run's parts). Runs go seed by seed, each rank count in turn, in an order that turns
-round from one seed to the next (1, 2; 2, 1; 1, 2), so that the machine's drift over a study falls on every rank
-count alike.
+Atari's emulators cannot be saved, so the episodes under way at the stop never end in episodes.csv. run.json counts
+the parts; the wall time adds them up. Ranks beyond the cores oversubscribe them: env steps, not wall time, are
+compared, unless the study runs in time mode (--cores_per_rank=K): then every rank of every run, the one-rank
+baseline included, is bound to K cores of its own, the runs start over MPI (--controller), and each record also
+gives wall_s_to_target, the seconds of training at which the target was reached (episodes.csv's wall_s, continued
+across a run's parts). Runs go seed by seed, each rank count in turn, in an order that turns round from one seed to
+the next (1, 2; 2, 1; 1, 2), so that the machine's drift over a study falls on every rank count alike.
 Writes OUT.json (one record per run plus a summary per rank count) and OUT.png."""
 from __future__ import annotations
 

@@ -87,8 +87,8 @@ def train(ranks: int, seed: int, logdir: str, args, extra, resume: bool) -> floa
         # curve into the study (it happened once).
         before = "the target and " if args.stop_at_target else ""
         raise StudyError(f"ranks {ranks}, seed {seed}: the run stopped at {done or 0:,} env steps, before {before}the "
-                         f"budget of {args.budget_env_steps:,} (a signal to horovodrun or its ranks?); run the same command "
-                         f"again to continue it from its checkpoint (see {logdir}.log)")
+                         f"budget of {args.budget_env_steps:,} (a signal to horovodrun or its ranks?); run the same "
+                         f"command again to continue it from its checkpoint (see {logdir}.log)")
     return time.time() - start
 
 

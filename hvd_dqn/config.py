@@ -21,7 +21,7 @@ from hvd_dqn.logdir import storage
 LOSSES = ("huber", "mse")  # the TD losses hvd_dqn.agent.learner knows
 NETWORKS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # hvd_dqn.agent.networks.build_q_network
 CONV_PADDINGS = ("valid", "same")  # the Nature CNN's convolutions: Mnih et al.'s, or Flax's (Dopamine)
-OPTIMIZERS = ("adam", "rmsprop", "radam")  # hvd_dqn.agent.learner.make_optimizer
+OPTIMIZERS = ("adam", "rmsprop", "radam")  # hvd_dqn.agent.optimizers.make_optimizer
 AGENTS = ("dqn", "pqn")  # DQN with replay and a target network; PQN (Gallici et al. 2024), hvd_dqn.agent.pqn
 RANK_SCALINGS = ("batch", "updates")  # how the work of an update is shared when ranks are added
 LR_SCALE_RULES = ("linear", "sqrt")  # --scale_lr_by_workers: the rate times N, or times sqrt(N)
@@ -101,6 +101,7 @@ class TrainConfig:
     rmsprop_rho: float = 0.95  # RMSprop: decay of the squared-gradient average (PyTorch's alpha)
     rmsprop_epsilon: float = 0.01  # RMSprop: added to the root of the second moment, as PyTorch does
     rmsprop_centered: bool = True  # RMSprop: subtract the squared mean gradient (Graves 2013)
+    layer_adaptation: bool = False  # each variable's step scaled to lr x its norm (LAMB's trust ratio)
     # "batch" (default): each rank updates every train_frequency of its own env steps with batch_size of its
     # own transitions (N ranks: N times fewer updates per env step, an N times larger global batch), with the
     # step size scaled by N and the schedules counted in updates divided by N (both on by default). "updates":

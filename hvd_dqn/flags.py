@@ -97,6 +97,9 @@ _HELP = {
     "rmsprop_epsilon": "RMSprop: added to the square root of the second moment, as PyTorch's RMSprop does "
                        "(MinAtar: 0.01); Keras' own RMSprop adds it inside the root instead.",
     "rmsprop_centered": "RMSprop: centred (divide by the gradient's estimated standard deviation, not its RMS).",
+    "layer_adaptation": "Layer-wise adaptive step sizes: the optimizer's step of each variable (a layer's kernel "
+                        "or bias) rescaled to --learning_rate times the variable's norm, LAMB's trust ratio (You et "
+                        "al. 2019); with --optimizer=adam this is LAMB. Made for large global batches.",
     "rank_scaling": "How N ranks share the updates. batch (default): each rank updates every --train_frequency "
                     "of its own env steps on --batch_size of its own transitions: N times fewer updates per env "
                     "step, each with an N times larger global batch, so the step size is scaled by N and the "

@@ -14,7 +14,7 @@ tf.config.threading.set_inter_op_parallelism_threads(1)
 
 import horovod.tensorflow.keras as hvd  # noqa: E402
 
-from hvd_dqn.agent.learner import RectifiedAdam  # noqa: E402
+from hvd_dqn.agent.optimizers import RectifiedAdam  # noqa: E402
 from hvd_dqn.agent.networks import build_mlp_q_network  # noqa: E402
 from hvd_dqn.agent.pqn import PQNLearner  # noqa: E402
 

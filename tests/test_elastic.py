@@ -25,7 +25,8 @@ CARTPOLE = [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--eval_interva
 def test_rollback_restores_networks_optimizer_and_counters_exactly():
     import horovod.tensorflow as hvd
 
-    from hvd_dqn.agent.learner import DQNLearner, make_optimizer
+    from hvd_dqn.agent.learner import DQNLearner
+    from hvd_dqn.agent.optimizers import make_optimizer
     from hvd_dqn.agent.networks import build_mlp_q_network
     from hvd_dqn.replay.memory import Batch
     from hvd_dqn.run.elastic import TrainingState

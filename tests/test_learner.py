@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hvd_dqn.agent.learner import DQNLearner, huber, make_optimizer, td_loss, td_targets
+from hvd_dqn.agent.learner import DQNLearner, huber, td_loss, td_targets
+from hvd_dqn.agent.optimizers import make_optimizer
 from hvd_dqn.agent.networks import build_mlp_q_network
 from hvd_dqn.replay.memory import Batch
 
@@ -152,7 +153,7 @@ def test_rescaling_the_learning_rate_changes_the_step_of_the_distributed_optimiz
     the learning rate, so the step sizes show the scale."""
     import horovod.tensorflow as hvd
 
-    from hvd_dqn.agent.learner import rescale_learning_rate
+    from hvd_dqn.agent.optimizers import rescale_learning_rate
 
     hvd.init()
     optimizer = make_optimizer(1e-2, 1e-7, 0.0, 1, True, 0, elastic=True)

@@ -98,7 +98,7 @@ def test_learner_gradient_is_the_batch_mean_of_its_parts():
 
 
 def test_preconditioner_is_the_optimizers_own_division():
-    from hvd_dqn.agent.learner import RootEpsilonRMSprop
+    from hvd_dqn.agent.optimizers import RootEpsilonRMSprop
 
     variables = [tf.Variable(tf.zeros((2, 3))), tf.Variable(tf.zeros(3))]
     second_moment = np.arange(1.0, 10.0).astype(np.float32)

@@ -114,7 +114,7 @@ def test_rollout_actor_takes_new_weights_once_told_the_network_changed():
 
 
 def test_radam_follows_its_formulas_through_the_warm_phase_and_after():
-    from hvd_dqn.agent.learner import RectifiedAdam
+    from hvd_dqn.agent.optimizers import RectifiedAdam
 
     gradients = np.random.default_rng(1).normal(size=(12, 5)).astype(np.float64)  # rho passes 5 at step 6
     variable = tf.Variable(np.zeros(5), dtype=tf.float64)

@@ -28,7 +28,7 @@ import tensorflow as tf
 from absl import logging
 from horovod.common.elastic import State
 
-from hvd_dqn.agent.learner import rescale_learning_rate
+from hvd_dqn.agent.optimizers import rescale_learning_rate
 from hvd_dqn.config import ConfigError
 from hvd_dqn.rank_split import scales_lr
 from hvd_dqn.run import distributed

@@ -11,7 +11,8 @@ import functools
 
 import numpy as np
 
-from hvd_dqn.agent.learner import ALLREDUCE_GROUPS, DQNLearner, make_optimizer
+from hvd_dqn.agent.learner import ALLREDUCE_GROUPS, DQNLearner
+from hvd_dqn.agent.optimizers import make_optimizer
 from hvd_dqn.agent.networks import is_image_observation
 from hvd_dqn.agent.policy import store_step
 from hvd_dqn.agent.pqn import PQNLearner
@@ -147,4 +148,5 @@ def config_optimizer(config: TrainConfig, world_size: int, distributed: bool = T
                           mixed_precision=config.mixed_precision, optimizer=config.optimizer,
                           rmsprop_rho=config.rmsprop_rho, rmsprop_epsilon=config.rmsprop_epsilon,
                           rmsprop_centered=config.rmsprop_centered, lr_scale_rule=config.lr_scale_rule,
-                          learning_rate_end=config.learning_rate_end, lr_decay_updates=schedules.lr_decay_updates)
+                          learning_rate_end=config.learning_rate_end, lr_decay_updates=schedules.lr_decay_updates,
+                          layer_adaptation=config.layer_adaptation)

@@ -18,7 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 from hvd_dqn.agent.episodes import run_episodes
-from hvd_dqn.agent.learner import current_learning_rate
+from hvd_dqn.agent.optimizers import current_learning_rate
 from hvd_dqn.agent.networks import q_network_for
 from hvd_dqn.agent.policy import EpsilonGreedyActor, RolloutActor
 from hvd_dqn.agent.schedules import LinearSchedule, apex_epsilons, update_counted_schedules

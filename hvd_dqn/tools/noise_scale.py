@@ -179,7 +179,7 @@ def preconditioner(optimizer, variables) -> np.ndarray:
     optimizer sees; its critical batch is larger than SGD's where the gradient's noise lies along directions it
     scales down (Zhang et al. 2019, "Which Algorithmic Choices Matter at Which Batch Sizes?", arXiv:1907.04164,
     measured Adam's critical batch sizes well above SGD with momentum's)."""
-    from hvd_dqn.agent.learner import RectifiedAdam, RootEpsilonRMSprop
+    from hvd_dqn.agent.optimizers import RectifiedAdam, RootEpsilonRMSprop
 
     parts = []
     for variable in variables:

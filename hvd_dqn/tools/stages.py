@@ -17,7 +17,8 @@ def stage_rates(config, seconds: float, rounds: int, argv) -> dict:
     `argv`: the benchmark's own command line, which the full-training child process is started with."""
     import tensorflow as tf
 
-    from hvd_dqn.agent.learner import DQNLearner, huber, make_optimizer, td_targets
+    from hvd_dqn.agent.learner import DQNLearner, huber, td_targets
+    from hvd_dqn.agent.optimizers import make_optimizer
     from hvd_dqn.agent.networks import q_network_for
     from hvd_dqn.agent.policy import EpsilonGreedyActor, act_and_store
     from hvd_dqn.envs import env_seeds, make_env_for, spec_of

@@ -17,7 +17,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np
 import tensorflow as tf
 
-from hvd_dqn.agent.learner import DQNLearner, distributed_optimizer, huber, make_optimizer, td_targets
+from hvd_dqn.agent.learner import DQNLearner, huber, td_targets
+from hvd_dqn.agent.optimizers import distributed_optimizer, make_optimizer
 from hvd_dqn.agent.networks import build_mlp_q_network
 from hvd_dqn.replay.memory import Batch
 from hvd_dqn.run import distributed

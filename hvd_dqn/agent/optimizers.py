@@ -45,16 +45,14 @@ class LayerAdaptation:
         variable.assign_sub(lr * direction)
 
 
-# Registered so Horovod can rebuild them from their config (DistributedOptimizer uses from_config).
-@tf.keras.utils.register_keras_serializable(package="hvd_dqn")
-class Lamb(LayerAdaptation, tf.keras.optimizers.Adam):
-    """LAMB: Adam's bias-corrected direction m_hat / (sqrt(v_hat) + eps), each variable's step scaled by the
-    trust ratio (`--optimizer=adam --layer_adaptation`). Without layer adaptation it is Adam with epsilon outside
-    the bias correction (Keras' Adam folds sqrt(1 - beta_2^t) into epsilon)."""
+class AdamMoments(LayerAdaptation, tf.keras.optimizers.Adam):
+    """Keras' Adam with its moment updates written out, for the Adam variants below to take their own steps."""
 
-    def update_step(self, gradient, variable):
+    def moments(self, gradient, variable):
+        """Updates the variable's first and second moments with `gradient`; returns (lr, step t, beta_2, m, v,
+        beta_1^t, beta_2^t)."""
         if isinstance(gradient, tf.IndexedSlices):
-            raise NotImplementedError("Lamb handles dense gradients only")
+            raise NotImplementedError(f"{type(self).__name__} handles dense gradients only")
         dtype = variable.dtype
         lr = tf.cast(self.learning_rate, dtype)
         step = tf.cast(self.iterations + 1, dtype)
@@ -64,12 +62,24 @@ class Lamb(LayerAdaptation, tf.keras.optimizers.Adam):
         v = self._velocities[self._index_dict[key]]
         m.assign(beta_1 * m + (1 - beta_1) * gradient)
         v.assign(beta_2 * v + (1 - beta_2) * tf.square(gradient))
-        m_hat, v_hat = m / (1 - tf.pow(beta_1, step)), v / (1 - tf.pow(beta_2, step))
+        return lr, step, beta_2, m, v, tf.pow(beta_1, step), tf.pow(beta_2, step)
+
+
+# Registered so Horovod can rebuild them from their config (DistributedOptimizer uses from_config).
+@tf.keras.utils.register_keras_serializable(package="hvd_dqn")
+class Lamb(AdamMoments):
+    """LAMB: Adam's bias-corrected direction m_hat / (sqrt(v_hat) + eps), each variable's step scaled by the
+    trust ratio (`--optimizer=adam --layer_adaptation`). Without layer adaptation it is Adam with epsilon outside
+    the bias correction (Keras' Adam folds sqrt(1 - beta_2^t) into epsilon)."""
+
+    def update_step(self, gradient, variable):
+        lr, _, _, m, v, beta_1_power, beta_2_power = self.moments(gradient, variable)
+        m_hat, v_hat = m / (1 - beta_1_power), v / (1 - beta_2_power)
         self.take_step(variable, lr, m_hat / (tf.sqrt(v_hat) + self.epsilon))
 
 
 @tf.keras.utils.register_keras_serializable(package="hvd_dqn")
-class RectifiedAdam(LayerAdaptation, tf.keras.optimizers.Adam):
+class RectifiedAdam(AdamMoments):
     """RAdam (Liu et al. 2020, "On the Variance of the Adaptive Learning Rate and Beyond", arXiv:1908.03265):
     Adam whose adaptive step is rectified by the variance of its second-moment estimate, and which takes plain
     bias-corrected momentum steps while that estimate is too young (rho_t <= 5). The optimizer of PQN's reference
@@ -79,18 +89,7 @@ class RectifiedAdam(LayerAdaptation, tf.keras.optimizers.Adam):
     THRESHOLD = 5.0
 
     def update_step(self, gradient, variable):
-        if isinstance(gradient, tf.IndexedSlices):
-            raise NotImplementedError("RectifiedAdam handles dense gradients only")
-        dtype = variable.dtype
-        lr = tf.cast(self.learning_rate, dtype)
-        step = tf.cast(self.iterations + 1, dtype)
-        beta_1, beta_2 = tf.cast(self.beta_1, dtype), tf.cast(self.beta_2, dtype)
-        beta_1_power, beta_2_power = tf.pow(beta_1, step), tf.pow(beta_2, step)
-        key = self._var_key(variable)
-        m = self._momentums[self._index_dict[key]]
-        v = self._velocities[self._index_dict[key]]
-        m.assign(beta_1 * m + (1 - beta_1) * gradient)
-        v.assign(beta_2 * v + (1 - beta_2) * tf.square(gradient))
+        lr, step, beta_2, m, v, beta_1_power, beta_2_power = self.moments(gradient, variable)
         m_hat = m / (1 - beta_1_power)
         rho_infinity = 2 / (1 - beta_2) - 1
         rho = rho_infinity - 2 * step * beta_2_power / (1 - beta_2_power)

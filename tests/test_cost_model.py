@@ -84,7 +84,14 @@ def test_time_to_a_score_is_the_env_steps_each_rank_count_needed_over_its_throug
     # One rank: 3.6M env steps at 1,000 a second are one hour; 8 ranks: 1.25x the env steps at 8x the rate.
     assert (one["hours_to_score"], one["env_steps_ratio"], one["speedup_to_score"]) == (1.0, 1.0, 1.0)
     assert (eight["hours_to_score"], eight["env_steps_ratio"], eight["score_source"]) == (0.156, 1.25, "eight ranks")
-    assert eight["speedup_to_score"] == round(1.0 / 0.156, 2)  # 8x the throughput, 1/1.25 of it kept: 6.4x
+    assert eight["speedup_to_score"] == 6.4  # 8x the throughput, 1/1.25 of it kept
+    assert (one["seconds_to_score"], eight["seconds_to_score"]) == (3600.0, 562.5)
+    # A score of minutes: the speed-up comes from the times, not from hours rounded to 3 decimals (0.123 and
+    # 0.015 would give 8.2x where the throughput and env steps give 7.97x).
+    rows = [dict(workers=1, rank_scaling="batch", env_steps_per_s=870.0),
+            dict(workers=8, rank_scaling="batch", env_steps_per_s=6956.0)]
+    cost_formula.add_time_to_score(rows, {1: (386_088, "one rank"), 8: (387_088, "eight ranks")}, "batch")
+    assert rows[1]["speedup_to_score"] == round(6956.0 / 870.0 * 386_088 / 387_088, 2) == 7.97
     # No figure for 32 ranks, and none for the other mode: their rows say nothing of a score.
     assert "hours_to_score" not in thirty_two and "hours_to_score" not in other_mode
 

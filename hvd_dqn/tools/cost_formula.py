@@ -184,19 +184,22 @@ def add_time_to_score(rows: List[dict], env_steps_to_score: Dict[int, Tuple[floa
     """Time to a score on paper: throughput times sample efficiency. `env_steps_to_score` maps a rank count to
     the env steps a run of the preset with that many ranks needed for the score (measured or predicted) and
     where the figure comes from; the rows of that rank count and mode gain the env steps, their ratio to one
-    rank's, and the hours the predicted env steps per second take for them. Rows of other modes are left
-    alone: the env steps were taken under `rank_scaling`, and the other mode is another algorithm at N > 1."""
+    rank's, and the seconds (and hours) the predicted env steps per second take for them. Rows of other modes
+    are left alone: the env steps were taken under `rank_scaling`, and the other mode is another algorithm at
+    N > 1. The speed-up is taken from the unrounded times (a score of minutes rounds to a few thousandths of an
+    hour, too coarse to divide)."""
     baseline = env_steps_to_score[1][0]
-    for row in rows:
+    seconds = {}
+    for index, row in enumerate(rows):
         if row["rank_scaling"] != rank_scaling or row["workers"] not in env_steps_to_score:
             continue
         steps, source = env_steps_to_score[row["workers"]]
+        seconds[index] = steps / row["env_steps_per_s"]
         row.update(env_steps_to_score=steps, env_steps_ratio=round(steps / baseline, 3), score_source=source,
-                   hours_to_score=round(steps / row["env_steps_per_s"] / 3600, 3))
-    ones = [row for row in rows if row["rank_scaling"] == rank_scaling and row["workers"] == 1]
-    for row in rows:
-        if "hours_to_score" in row:
-            row["speedup_to_score"] = round(ones[0]["hours_to_score"] / row["hours_to_score"], 2)
+                   seconds_to_score=round(seconds[index], 1), hours_to_score=round(seconds[index] / 3600, 3))
+    one_rank = next(index for index in seconds if rows[index]["workers"] == 1)
+    for index, row_seconds in seconds.items():
+        rows[index]["speedup_to_score"] = round(seconds[one_rank] / row_seconds, 2)
 
 
 def prediction_error(predicted: float, measured: float) -> float:

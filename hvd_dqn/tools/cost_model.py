@@ -270,10 +270,10 @@ def print_paper(report: dict) -> None:
     if scored:
         print(f"to the score, --rank_scaling={report['rank_scaling']} (throughput above times the env steps each "
               "rank count needed):")
-        print(f"  {'GPUs':>5} {'env steps':>12} {'ratio':>6} {'hours':>7} {'speed-up':>9}  source")
+        print(f"  {'GPUs':>5} {'env steps':>12} {'ratio':>6} {'minutes':>8} {'speed-up':>9}  source")
         for row in scored:
             print(f"  {row['workers']:>5} {row['env_steps_to_score']:>12,.0f} {row['env_steps_ratio']:>5.2f}x "
-                  f"{row['hours_to_score']:>7.3f} {row['speedup_to_score']:>8.2f}x  {row['score_source']}")
+                  f"{row['seconds_to_score'] / 60:>8.2f} {row['speedup_to_score']:>8.2f}x  {row['score_source']}")
     print("assumptions:")
     for name, assumption in report["assumptions"].items():
         print(f"  {name} = {assumption['value']:g} {assumption['unit']}; {assumption['source']}")

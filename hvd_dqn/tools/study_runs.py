@@ -258,11 +258,11 @@ def kept_evidence(evidence: str, provenance: dict):
         preset_key = "flagfile_sha256"
     else:  # the preset's flags decide
         preset_key, kept = "preset_flags_sha256", dict(kept, preset_flags_sha256=flags_digest)
-    # evidence kept before the time mode ran unbound, and before runs could end at the target
+    # evidence kept (or asked for) before the time mode ran unbound, and before runs could end at the target
     defaults = {"cores_per_rank": 0, "stop_at_target": False}
     differing = [key for key in ("flagfile", preset_key, "extra_flags", "job_num_envs", "cores_per_rank",
                                  "budget_env_steps", "stop_at_target", "ranks", "seed")
-                 if kept.get(key, defaults.get(key)) != provenance[key]]
+                 if kept.get(key, defaults.get(key)) != provenance.get(key, defaults.get(key))]
     if differing:
         raise StudyError(f"{evidence} holds a run made with another {', '.join(differing)} "
                          f"({', '.join(f'{key}={kept.get(key)!r}' for key in differing)}); choose another --out")

@@ -166,7 +166,7 @@ def main(argv=None) -> int:
                     with run_lock(logdir):
                         wall = recorded_wall(logdir)
                         done = finished_env_steps(logdir)
-                        if not run_finished(logdir, args):
+                        if not run_finished(logdir, done, args):
                             wall = train_or_continue(ranks, seed, logdir, done, wall, args, run_flags)
                         commits = recorded_commits(logdir)
                         kept = dict(provenance, wall_s=None if wall is None else round(wall, 1),

@@ -29,11 +29,11 @@ def finished_env_steps(logdir: str):
     return checkpoint.read_counters(latest)["env_steps"] if latest else None
 
 
-def run_finished(logdir: str, args) -> bool:
-    """Whether the run in `logdir` is done: a checkpoint at the budget, or, under --stop_at_target, episodes that
-    reached the target (the run's own stop rule ended it there, or a signal came after the crossing: either
-    way the env steps to the target are known and training on would not change them)."""
-    done = finished_env_steps(logdir)
+def run_finished(logdir: str, done, args) -> bool:
+    """Whether the run in `logdir`, whose newest checkpoint is at `done` env steps (None: none), is done: a
+    checkpoint at the budget, or, under --stop_at_target, episodes that reached the target (the run's own stop
+    rule ended it there, or a signal came after the crossing: either way the env steps to the target are known
+    and training on would not change them)."""
     if done is None:
         return False
     if done >= args.budget_env_steps:
@@ -80,8 +80,8 @@ def train(ranks: int, seed: int, logdir: str, args, extra, resume: bool) -> floa
                          f"run the same command again to {next_time} (see {logdir}.log)")
     if status != 0:
         raise StudyError(f"ranks {ranks}, seed {seed}: hvd_dqn.train exited with status {status}; see {logdir}.log")
-    if not run_finished(logdir, args):
-        done = finished_env_steps(logdir)
+    done = finished_env_steps(logdir)
+    if not run_finished(logdir, done, args):
         # The ranks stop cleanly, with a checkpoint and status 0, on a SIGTERM from anywhere (to horovodrun, or to
         # the ranks by a scheduler); such a run is unfinished, not a result: keeping it would put a truncated
         # curve into the study (it happened once).

@@ -145,7 +145,7 @@ def test_training_survives_a_worker_killed_mid_run(tmp_path, killed_rank, acting
     """SIGKILL of a worker in the middle of training, rank 0 (the writer) included: the survivor rolls back to the
     last commit, goes on alone to the end (as rank 0, writing the checkpoints) and exits 0. With the pipeline, the
     survivor's acting thread is stopped by the failure and started again after the rollback."""
-    total = 16_000
+    total = 10_000
     # Learning is under way at 6,000 env steps (updates from 2,000 on).
     _, logdir, commit_env_steps, commit_updates = _kill_mid_run(tmp_path, killed_rank, r"env steps 6,000/",
                                                                 f"--total_env_steps={total}", *acting)

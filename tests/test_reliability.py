@@ -1,4 +1,4 @@
-"""Exact resume with replay shards, corrupt checkpoints skipped, pre-emption by SIGTERM, a full disk."""
+"""Exact resume with replay shards and emulators, damaged checkpoints skipped, pre-emption by SIGTERM, a full disk."""
 import json
 import os
 import re
@@ -66,43 +66,6 @@ def test_a_shard_from_another_memory_is_refused_by_name(tmp_path):
         ReplayMemory(60, 2, (3,), priority=PrioritySettings()).load(str(tmp_path / "shard.npz"))
 
 
-def test_resume_with_replay_shards_continues_exactly_and_skips_a_corrupt_checkpoint(tmp_path):
-    logdir = tmp_path / "run"
-    variant = ["--checkpoint_replay", "--prioritized_replay", "--n_step=3", "--checkpoint_interval_env_steps=1500"]
-    _train(logdir, "--total_env_steps=3000", *variant)
-    saved = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
-    assert saved["env_steps"] == 3000 and saved["updates"] == 504
-    saved_digests = [state["replay_digest"] for state in saved["rank_states"]]
-
-    result = _train(logdir, "--total_env_steps=4500", "--resume", *variant)
-    log = result.stdout + result.stderr
-    # batch at 2 ranks with the schedules left in updates: legitimate, with the study's warning.
-    assert ("--rank_scaling=batch with 2 ranks makes 2 times fewer updates per env step, so "
-            "--target_update_period and the step-size warm-up and decay (counted in updates) span 2 times the env "
-            "steps they span at one rank; --scale_schedules_by_workers keeps them on one rank's clock") in log
-    restored = re.search(r"replay memories restored \(transitions per rank \[(\d+), (\d+)\]; digests \['(\w+)', '(\w+)'\]\)", log)
-    assert restored, log[-3000:]
-    assert [restored.group(3), restored.group(4)] == saved_digests  # each rank's memory, bit for bit
-    assert "restored replay digests" not in log  # the trainer's own comparison found no difference
-    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
-    # No refill: each of the 188 iterations after the resume pays for 4 updates at once (4 envs per rank,
-    # one update per env step), exactly as if the run had never stopped.
-    assert final["env_steps"] == 4504 and final["updates"] == 504 + 188 * 4
-
-    # Damage the newest checkpoint: the next resume names it, skips it and uses the one before.
-    newest = checkpoint.latest_checkpoint(str(logdir))
-    data = [name for name in os.listdir(newest) if name.startswith("state.data")][0]
-    os.truncate(os.path.join(newest, data), 1000)
-    result = _train(logdir, "--total_env_steps=4500", "--resume", *variant)
-    log = result.stdout + result.stderr
-    # batch at 2 ranks with the schedules left in updates: legitimate, with the study's warning.
-    assert ("--rank_scaling=batch with 2 ranks makes 2 times fewer updates per env step, so "
-            "--target_update_period and the step-size warm-up and decay (counted in updates) span 2 times the env "
-            "steps they span at one rank; --scale_schedules_by_workers keeps them on one rank's clock") in log
-    assert f"skipping checkpoint {newest}: it does not load" in log
-    assert "resumed from " + str(logdir / "checkpoints" / "ckpt-000000003000") in log
-
-
 def test_a_run_stopped_by_sigterm_and_resumed_is_the_run_that_never_stopped(tmp_path):
     """With --checkpoint_replay a checkpoint also holds each rank's emulators (gymnasium's Python envs) and
     the returns of the episodes under way, so a run stopped at any step and resumed plays the same episodes
@@ -139,40 +102,41 @@ def test_a_run_stopped_by_sigterm_and_resumed_is_the_run_that_never_stopped(tmp_
     assert not list(stopped.glob("*.after_*.csv"))  # a stop by signal checkpoints its last step: nothing set aside
     assert "emulator states saved with 2 of 2 ranks' memories: their episodes under way go on" in (
         log.stdout + log.stderr)
+    restored = re.search(r"replay memories restored \(transitions per rank \[\d+, \d+\]; digests \['(\w+)', '(\w+)'\]\)",
+                         log.stdout + log.stderr)
+    assert restored and "restored replay digests" not in log.stdout + log.stderr  # each rank's memory, bit for bit
+    # batch at 2 ranks with the schedules left in updates: legitimate, with the study's warning.
+    assert ("--rank_scaling=batch with 2 ranks makes 2 times fewer updates per env step, so "
+            "--target_update_period and the step-size warm-up and decay (counted in updates) span 2 times the env "
+            "steps they span at one rank; --scale_schedules_by_workers keeps them on one rank's clock") in (
+        log.stdout + log.stderr)
     final, final_whole = (checkpoint.read_counters(checkpoint.latest_checkpoint(str(run))) for run in (stopped, whole))
     assert final["replica_weight_digests"] == final_whole["replica_weight_digests"]
     assert [state["replay_digest"] for state in final["rank_states"]] == [
         state["replay_digest"] for state in final_whole["rank_states"]]
 
-    # Crashes after the periodic checkpoint at 1,504 env steps (the one at 3,000 never written): the resume
-    # from 1,504 plays the rest again, and episodes.csv ends as the unstopped run's.
-    # Killed long after it, the CSVs logged on to the end: the rows after 1,504 are set aside, not kept twice.
-    late = _crashed_copy(stopped, tmp_path / "late")
+    # Crashes after the periodic checkpoint at 1,504 env steps, while writing the one at 3,000 (its data cut
+    # short): the resume names the damaged one, skips it, plays the rest again from 1,504, and episodes.csv ends
+    # as the unstopped run's. Killed long after it, the CSVs logged on to the end: the rows after 1,504 are set
+    # aside, not kept twice.
+    late = tmp_path / "late"
+    shutil.copytree(stopped, late)
+    damaged = checkpoint.latest_checkpoint(str(late))
+    data = [name for name in os.listdir(damaged) if name.startswith("state.data")][0]
+    os.truncate(os.path.join(damaged, data), 1000)
     log = _train(late, *flags[len(CARTPOLE):], "--resume")
+    assert re.search(f"skipping checkpoint {re.escape(str(damaged))}: .*does not load", log.stdout + log.stderr)
+    assert "resumed from " + str(late / "checkpoints" / "ckpt-000000001504") in log.stdout + log.stderr
     assert episodes_without_wall_time(late / "episodes.csv") == episodes_without_wall_time(whole / "episodes.csv")
     aside = (late / "episodes.after_1504.csv").read_text().splitlines()
     assert aside[0] == "env_steps,env_frames,rank,env,return,length,wall_s" and len(aside) > 1
     assert all(int(row.split(",")[0]) > 1504 for row in aside[1:])
     assert "moved to " + str(late / "episodes.after_1504.csv") in log.stdout + log.stderr
-    # Killed right after it, before the next log interval (2,000): the CSVs hold what the log points up to
-    # 1,504 wrote. The checkpoint was one of them, so no episode before it is missing.
-    early = _crashed_copy(stopped, tmp_path / "early")
-    logged = [int(row.split(",")[0]) for row in (early / "metrics.csv").read_text().splitlines()[1:]]
-    last_log = max(env_steps for env_steps in logged if env_steps <= 1504)
-    assert last_log == 1504
-    for name in ("episodes.csv", "metrics.csv"):
-        header, *rows = (early / name).read_text().splitlines(keepends=True)
-        (early / name).write_text(header + "".join(row for row in rows if int(row.split(",")[0]) <= last_log))
-    _train(early, *flags[len(CARTPOLE):], "--resume")
-    assert episodes_without_wall_time(early / "episodes.csv") == episodes_without_wall_time(whole / "episodes.csv")
-
-
-def _crashed_copy(logdir, copy):
-    """A copy of finished run `logdir` as a crash would have left it: its newest checkpoint never written."""
-    shutil.copytree(logdir, copy)
-    shutil.rmtree(checkpoint.latest_checkpoint(str(copy)))
-    assert checkpoint.read_counters(checkpoint.latest_checkpoint(str(copy)))["env_steps"] == 1504
-    return copy
+    # Killed right after it, before the next log interval (2,000), the CSVs would hold what the log points up
+    # to 1,504 wrote. The checkpoint was one of them, so no episode before it is missing: the resume then plays
+    # on from 1,504 as the one above did, with nothing to set aside.
+    logged = [int(row.split(",")[0]) for row in (late / "metrics.csv").read_text().splitlines()[1:]]
+    assert max(env_steps for env_steps in logged if env_steps <= 1504) == 1504
 
 
 def _rank_pids(log_text):

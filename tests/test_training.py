@@ -89,6 +89,9 @@ def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
     # optimizer's update count stopped, not restart the decay.
     decay = ["--learning_rate=0.001", "--learning_rate_end=0.0001", "--lr_decay_updates=1000",
              "--noscale_lr_by_workers", "--noscale_schedules_by_workers"]
+    # A target beyond CartPole's maximum of 500: the run never stops early, and the window of returns the stop
+    # rule watches goes on across the resume.
+    decay += ["--stop_at_train_return=600", "--stop_train_episodes=20"]
     # --auto_resume, the restartable job's one command line: fresh into an empty logdir, resumed after.
     _train(2, logdir, "--total_env_steps=4000", "--auto_resume", *decay)
     halfway = checkpoint.latest_checkpoint(str(logdir))
@@ -109,6 +112,9 @@ def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
     final = checkpoint.read_counters(final_path)
     assert final["env_steps"] == 8000
     assert final["episodes"] > first["episodes"]
+    with open(logdir / "episodes.csv") as handle:
+        played = [float(row["return"]) for row in csv.DictReader(handle)]
+    assert len(first["recent_returns"]) == 20 and final["recent_returns"] == played[-20:]
     # The replay memory is not checkpointed (yet), so the resumed half refills it first, exactly as the
     # first half did; its updates therefore equal the first half's.
     assert final["updates"] == 2 * first["updates"]
@@ -140,15 +146,15 @@ def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
 
 
 def test_cartpole_preset_is_solved_within_100k_env_steps(tmp_path):
-    """Solved as gymnasium defines it for CartPole-v1: the last 100 training episodes, as played over all
-    ranks (with the run's own exploration), average at least 475; the preset stops there. The preset
-    (prioritised replay, double DQN, 3-step returns, --rank_scaling=batch) at 2 ranks and its default seed: the
-    time study's run of that seed solved at 79,360 env steps in 41 s of training (one rank: 66,008 in 59 s;
-    results/time_to_score/cartpole_2_workers_runs/)."""
+    """Solved as gymnasium defines it for CartPole-v1: the last 100 training episodes, as played, average at
+    least 475; the preset stops there. The preset at one rank and its default seed: the scaling study's run of
+    that seed solved at 66,008 env steps (results/scaling/cartpole_default.json). One rank, because the suite
+    runs two test files at once: a two-rank job updates in lockstep, and sharing the cores with another test
+    made it take 2.6 times as long as alone. Two to eight ranks learning to the same score are the studies of
+    results/scaling/ and results/time_to_score/; that the ranks keep one model is tests/test_distributed.py."""
     logdir = tmp_path / "run"
-    # As the time study ran it: over Open MPI (horovodrun's choice where it is installed), a core per rank.
-    horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-                   f"--logdir={logdir}", "--cores_per_rank=1"], timeout=1500, controller="mpi")
+    python_module("hvd_dqn.train", [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", f"--logdir={logdir}"],
+                  timeout=1500)
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
     assert final["env_steps"] <= 100_000
     with open(logdir / "episodes.csv") as handle:
@@ -204,7 +210,8 @@ def test_a_global_batch_or_env_count_that_does_not_split_over_the_ranks_is_named
 def test_training_stops_once_the_latest_training_episodes_average_the_target(tmp_path):
     """--stop_at_train_return: gymnasium's "solved", checked at each log point (SHORT_RUN: every 1,000 env
     steps) over the latest --stop_train_episodes episodes as played. A random CartPole policy lasts about 22
-    steps, so 20 episodes averaging 10 are there at the first log point; 600 is beyond CartPole's maximum."""
+    steps, so 20 episodes averaging 10 are there at the first log point. A target never reached (and the window
+    kept across a resume): test_resumed_run_continues_the_counters_and_keeps_learning."""
     logdir = tmp_path / "run"
     _train(2, logdir, "--total_env_steps=4000", "--stop_at_train_return=10", "--stop_train_episodes=20")
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
@@ -214,11 +221,3 @@ def test_training_stops_once_the_latest_training_episodes_average_the_target(tmp
     assert len(played) > 20 and final["recent_returns"] == played[-20:]
     assert np.mean(final["recent_returns"]) >= 10
 
-    unreachable = tmp_path / "unreachable"
-    _train(2, unreachable, "--total_env_steps=2000", "--stop_at_train_return=600", "--stop_train_episodes=20")
-    assert checkpoint.read_counters(checkpoint.latest_checkpoint(str(unreachable)))["env_steps"] == 2000
-    # A resumed run keeps the window it had: the counters carry it.
-    _train(2, unreachable, "--total_env_steps=3000", "--stop_at_train_return=600", "--stop_train_episodes=20",
-           "--resume")
-    resumed = checkpoint.read_counters(checkpoint.latest_checkpoint(str(unreachable)))
-    assert resumed["env_steps"] == 3000 and len(resumed["recent_returns"]) == 20

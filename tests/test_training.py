@@ -87,13 +87,13 @@ def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
     logdir = tmp_path / "run"
     # A step size decaying linearly from 1e-3 over 1,000 updates: the resumed half must go on from where the
     # optimizer's update count stopped, not restart the decay.
-    decay = ["--learning_rate=0.001", "--learning_rate_end=0.0001", "--lr_decay_updates=1000",
-             "--noscale_lr_by_workers", "--noscale_schedules_by_workers"]
     # A target beyond CartPole's maximum of 500: the run never stops early, and the window of returns the stop
     # rule watches goes on across the resume.
-    decay += ["--stop_at_train_return=600", "--stop_train_episodes=20"]
+    run_flags = ["--learning_rate=0.001", "--learning_rate_end=0.0001", "--lr_decay_updates=1000",
+                 "--noscale_lr_by_workers", "--noscale_schedules_by_workers",
+                 "--stop_at_train_return=600", "--stop_train_episodes=20"]
     # --auto_resume, the restartable job's one command line: fresh into an empty logdir, resumed after.
-    _train(2, logdir, "--total_env_steps=4000", "--auto_resume", *decay)
+    _train(2, logdir, "--total_env_steps=4000", "--auto_resume", *run_flags)
     halfway = checkpoint.latest_checkpoint(str(logdir))
     first = checkpoint.read_counters(halfway)
     assert first["env_steps"] == 4000 and first["updates"] > 0 and first["episodes"] > 0
@@ -101,13 +101,13 @@ def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
     # Without --resume, a fresh run would write among this run's checkpoints: refused, nothing touched.
     listing = sorted(path.name for path in (logdir / "checkpoints").iterdir())
     refused = horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", f"--logdir={logdir}", *SHORT_RUN,
-                             "--total_env_steps=8000", *decay], check=False)
+                             "--total_env_steps=8000", *run_flags], check=False)
     assert refused.returncode != 0
     assert (f"hvd_dqn.train: error: --logdir={logdir} already holds checkpoints of a run (newest "
             "ckpt-000000004000); add --resume to continue it, or choose another --logdir") in refused.stderr
     assert sorted(path.name for path in (logdir / "checkpoints").iterdir()) == listing
 
-    _train(2, logdir, "--total_env_steps=8000", "--auto_resume", *decay)
+    _train(2, logdir, "--total_env_steps=8000", "--auto_resume", *run_flags)
     final_path = checkpoint.latest_checkpoint(str(logdir))
     final = checkpoint.read_counters(final_path)
     assert final["env_steps"] == 8000

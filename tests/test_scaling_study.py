@@ -1,6 +1,7 @@
 """python -m hvd_dqn.tools.scaling_study: the "solved" rule on hand-made episodes, and a real two-rank study on a tiny
 budget."""
 import json
+import os
 import re
 import shutil
 import types
@@ -258,9 +259,12 @@ def test_a_run_stopped_by_a_signal_from_outside_the_study_is_not_taken_for_finis
     import psutil
 
     runs, command, study = _start_a_two_rank_study_and_wait_for_2000_env_steps(tmp_path)
-    [horovodrun] = [child for child in psutil.Process(study.pid).children()
-                    if any("horovodrun" in part for part in child.cmdline())]
-    horovodrun.send_signal(signal.SIGTERM)
+    # The launcher: horovodrun itself under Gloo; under MPI horovodrun has become `/bin/sh -c mpirun ...`, whose
+    # shell does not pass signals on, so the signal goes to mpirun (as a scheduler's would).
+    [launcher] = [process for process in psutil.Process(study.pid).children(recursive=True)
+                  if os.path.basename((process.cmdline() or [""])[0]) == "mpirun"
+                  or any(part.endswith("horovodrun") for part in process.cmdline())]
+    launcher.send_signal(signal.SIGTERM)
     out, err = study.communicate(timeout=300)
     checkpoints = sorted((runs / "np2_seed0" / "checkpoints").glob("ckpt-*"))
     stopped_at = int(checkpoints[-1].name.split("-")[1]) if checkpoints else 0

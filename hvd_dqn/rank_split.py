@@ -30,8 +30,9 @@ def scales_schedules(config: TrainConfig) -> bool:
 
 # The rank count through which the default rule under --rank_scaling=batch (the step size times N, the schedules
 # on one rank's env-step clock) was measured to keep one rank's env steps to a score: within 1.1x on CartPole and
-# MinAtar Breakout, with real ranks up to 8 and with hvd_dqn.tools.step_headroom's one-rank runs (N ranks' updates
-# and step size) at 16; at 32 those runs needed 1.29x on CartPole (results/scaling/README.md).
+# MinAtar Breakout, with real ranks up to 8 (CartPole up to 16: 1.08x) and with hvd_dqn.tools.step_headroom's
+# one-rank runs (N ranks' updates and step size) at 16; at 32 those runs needed 1.29x on CartPole
+# (results/scaling/README.md).
 LINEAR_RULE_MEASURED_RANKS = 16
 
 

@@ -95,6 +95,13 @@ def summarise(records, ranks_list, timed: bool = True):
     return summary
 
 
+def final_return_label(study) -> str:
+    """What a run's final_return is: the return at the budget, or at the stop under --stop_at_target (the run's
+    first log point at or past the target, where the return is just past the target by construction)."""
+    when = "the stop (past the target)" if study.get("stop_at_target") else f"{study['budget_env_steps']:,}"
+    return f"mean return of the last {study['window']} episodes at {when}"
+
+
 def draw(study, path):
     import matplotlib
 
@@ -138,7 +145,7 @@ def draw(study, path):
         axes.grid(alpha=0.3)
         axes.legend(fontsize="small")
     steps_axes.set_ylabel(f"env steps until the mean of {study['window']} training episodes >= {study['target']:g}")
-    return_axes.set_ylabel(f"mean return of the last {study['window']} episodes at {study['budget_env_steps']:,}")
+    return_axes.set_ylabel(final_return_label(study))
     measured = "sample efficiency and time" if timed else "sample efficiency"
     figure.suptitle(f"{study['task']}: {measured} against ranks ({os.path.basename(study['flagfile'])})")
     save_figure(figure, path)

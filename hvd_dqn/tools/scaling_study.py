@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     parser.add_argument("--controller", choices=("gloo", "mpi"), default="mpi",
                         help="horovodrun's controller for the runs (the same run either way, bit for bit). MPI "
                              "is the default: on one host it exchanges through shared memory, Gloo through "
-                             "loopback TCP, and with more ranks than cores MPI ran 1.3x Gloo's env steps/s "
+                             "loopback TCP, and with more ranks than cores MPI ran 1.7-1.9x Gloo's env steps/s "
                              "(results/throughput/oversubscribed_cartpole_16.json).")
     parser.add_argument("--stop_at_target", action="store_true",
                         help="End each run once it has reached the target (the runs' own --stop_at_train_return, "

@@ -417,7 +417,7 @@ def test_a_run_ended_at_the_target_reports_the_env_steps_of_the_run_trained_to_t
     # the figure's return panel says when the return was taken: at the budget, or at the stop
     label = _study_module().final_return_label
     assert label(json.loads((tmp_path / "whole.json").read_text())).endswith("episodes at 6,000")
-    assert label(ended_study).endswith("episodes at the stop (past the target)")
+    assert label(ended_study).endswith("episodes at the stop")
     _, episodes = _study_module().read_run(str(tmp_path / ended["evidence"]))
     last = max(episode[0] for episode in episodes)
     assert ended["env_steps_to_target"] <= last < ended["env_steps_to_target"] + 500 + 8 < 6000

@@ -98,7 +98,7 @@ def summarise(records, ranks_list, timed: bool = True):
 def final_return_label(study) -> str:
     """What a run's final_return is: the return at the budget, or at the stop under --stop_at_target (the run's
     first log point at or past the target, where the return is just past the target by construction)."""
-    when = "the stop (past the target)" if study.get("stop_at_target") else f"{study['budget_env_steps']:,}"
+    when = "the stop" if study.get("stop_at_target") else f"{study['budget_env_steps']:,}"
     return f"mean return of the last {study['window']} episodes at {when}"
 
 

@@ -219,6 +219,21 @@ def test_a_run_another_study_is_training_is_left_alone(tmp_path):
     assert (runs / "np2_seed0" / "episodes.csv").exists()
 
 
+def test_the_stop_signal_goes_to_the_ranks_and_not_to_their_launcher():
+    """Under MPI, mpirun's own command line names hvd_dqn.train; a SIGTERM to mpirun is passed on and followed by
+    a kill, which once caught the ranks before their checkpoint. Only the ranks themselves get the study's signal."""
+    from hvd_dqn.tools.study_runs import is_rank_command
+
+    train = ["-m", "hvd_dqn.train", "--flagfile=configs/cartpole.flags", "--seed=0"]
+    assert is_rank_command(["/repo/.venv/bin/python", *train])
+    assert is_rank_command(["/usr/bin/python3.11", *train])
+    assert not is_rank_command(["mpirun", "--allow-run-as-root", "-np", "2", "/repo/.venv/bin/python", *train])
+    assert not is_rank_command(["/repo/.venv/bin/python", "/repo/.venv/bin/horovodrun", "-np", "2", "--gloo",
+                                "/repo/.venv/bin/python", *train])
+    assert not is_rank_command(["/bin/sh", "-c", "mpirun -np 2 /repo/.venv/bin/python -m hvd_dqn.train"])
+    assert not is_rank_command([])
+
+
 def test_a_study_stopped_by_sigterm_continues_its_run_from_the_checkpoint(tmp_path):
     """SIGTERM to the study reaches the run's ranks, which write a checkpoint with their replay memories; the
     same command continues that run (--resume --checkpoint_replay) instead of training it again, keeps the

@@ -102,6 +102,14 @@ def stop_rule(args):
     return [f"--stop_at_train_return={args.target}", f"--stop_train_episodes={args.window}"]
 
 
+def is_rank_command(command: list) -> bool:
+    """Whether a process's command line is one of the run's ranks: Python running hvd_dqn.train itself. The
+    launchers name hvd_dqn.train too (horovodrun, run by Python; mpirun, under --controller=mpi) and must not
+    get the stop signal: on SIGTERM mpirun passes it on and then kills the ranks, perhaps mid-checkpoint."""
+    return (len(command) >= 3 and os.path.basename(command[0]).startswith("python")
+            and command[1:3] == ["-m", "hvd_dqn.train"])
+
+
 class forward_stop_signals(contextlib.AbstractContextManager):
     """While a run trains, SIGTERM or SIGINT to the study is passed to the run's ranks themselves, which agree to
     stop after the same iteration and write a checkpoint. horovodrun is not asked: it would give its ranks a few
@@ -126,7 +134,7 @@ class forward_stop_signals(contextlib.AbstractContextManager):
         self.received = signal.Signals(signum).name
         try:
             ranks = [child for child in psutil.Process(self.process.pid).children(recursive=True)
-                     if "hvd_dqn.train" in child.cmdline() and "horovodrun" not in " ".join(child.cmdline())]
+                     if is_rank_command(child.cmdline())]
         except psutil.Error:
             ranks = []
         for rank in ranks:

@@ -24,7 +24,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from hvd_dqn.tools import scaling_study  # noqa: E402
-from hvd_dqn.tools.step_headroom import headroom_flags  # noqa: E402
+from hvd_dqn.tools.step_headroom import headroom_flags, one_rank_study  # noqa: E402
 
 
 def parse_lever(text: str):
@@ -54,13 +54,11 @@ def main() -> int:
     for name, lever_flags in map(parse_lever, args.lever):
         config = scaling_study.resolved_config(args.flagfile, lever_flags)
         flags = lever_flags + headroom_flags(config, args.k)
-        study = [f"--flagfile={args.flagfile}", "--ranks=1", f"--seeds={args.seeds}", f"--target={args.target:g}",
-                 f"--budget_env_steps={args.budget_env_steps}", "--stop_at_target",
-                 f"--workdir={os.path.join(args.workdir, name)}", f"--out={args.out}_{name}"]
-        if scaling_study.main(study + (["--report_only"] if args.report_only else []) + ["--", *flags]) != 0:
+        summary = one_rank_study(args.flagfile, args.seeds, args.target, args.budget_env_steps,
+                                 os.path.join(args.workdir, name), f"{args.out}_{name}", flags,
+                                 report_only=args.report_only, stop_at_target=True)
+        if summary is None:
             return 2
-        with open(f"{args.out}_{name}.json") as handle:
-            summary = json.load(handle)["summary"][0]
         median = summary["median_env_steps_to_target"]
         rows.append(dict(lever=name, lever_flags=lever_flags, run_flags=flags, runs=summary["runs"],
                          reached_target=summary["reached_target"], median_env_steps_to_target=median,

@@ -21,7 +21,7 @@ import argparse
 import json
 import os
 import sys
-from typing import List
+from typing import List, Optional
 
 PROGRAM = "hvd_dqn.tools.step_headroom"
 
@@ -46,6 +46,23 @@ def headroom_flags(config, k: int) -> List[str]:
     if config.learning_rate_end is not None:
         flags.append(f"--learning_rate_end={config.learning_rate_end * scale!r}")
     return flags
+
+
+def one_rank_study(flagfile: str, seeds: str, target: float, budget_env_steps: int, workdir: str, out: str,
+                   flags: List[str], report_only: bool = False, stop_at_target: bool = False) -> Optional[dict]:
+    """One-rank runs of the preset with `flags` over the seeds, as a scaling study of its own (OUT.json, its
+    evidence in OUT_runs/, its runs in WORKDIR), trained where missing unless `report_only`: the study's summary,
+    or None where the study failed (it has said why)."""
+    from hvd_dqn.tools import scaling_study
+
+    study_args = [f"--flagfile={flagfile}", "--ranks=1", f"--seeds={seeds}", f"--target={target:g}",
+                  f"--budget_env_steps={budget_env_steps}", f"--workdir={workdir}", f"--out={out}"]
+    study_args += ["--stop_at_target"] if stop_at_target else []
+    study_args += ["--report_only"] if report_only else []
+    if scaling_study.main(study_args + (["--", *flags] if flags else [])) != 0:
+        return None
+    with open(f"{out}.json") as handle:
+        return json.load(handle)["summary"][0]
 
 
 def first_k_past(rows: List[dict], ratio: float):
@@ -82,15 +99,11 @@ def main(argv=None) -> int:
             raise StudyError(f"--agent={config.agent}: PQN's minibatch and step size do not change with the ranks")
         rows = []
         for k in ks:
-            study_args = [f"--flagfile={args.flagfile}", "--ranks=1", f"--seeds={args.seeds}",
-                          f"--target={args.target:g}", f"--budget_env_steps={args.budget_env_steps}",
-                          f"--workdir={os.path.join(args.workdir, f'k{k}')}", f"--out={args.out}_k{k}"]
-            study_args += ["--report_only"] if args.report_only else []
-            flags = extra + headroom_flags(config, k)
-            if scaling_study.main(study_args + (["--", *flags] if flags else [])) != 0:
+            summary = one_rank_study(args.flagfile, args.seeds, args.target, args.budget_env_steps,
+                                     os.path.join(args.workdir, f"k{k}"), f"{args.out}_k{k}",
+                                     extra + headroom_flags(config, k), report_only=args.report_only)
+            if summary is None:
                 return 2
-            with open(f"{args.out}_k{k}.json") as handle:
-                summary = json.load(handle)["summary"][0]
             rows.append(dict(k=k, flags=headroom_flags(config, k), runs=summary["runs"],
                              reached_target=summary["reached_target"],
                              median_env_steps_to_target=summary["median_env_steps_to_target"]))

@@ -3,10 +3,13 @@ each host fit in what that host has available, so a job that cannot fit is refus
 instead of being killed by the kernel hours later, part-way through filling its memories.
 
 A host needs, for each rank on it, the replay memory's bytes (computed without allocating it: the per-entry
-arrays of the memory `make_replay_memory` would build, and the sum tree with prioritised replay) plus a margin
-for TensorFlow, the emulators and the minibatches (PER_RANK_MARGIN_BYTES). It has the smaller of the kernel's
+arrays of the memory `make_replay_memory` would build, and the sum tree with prioritised replay) plus what the
+rank holds of its own besides (rank_margin: TensorFlow's heap, the network, the emulators, the minibatches), and
+once for all its ranks the file pages of the libraries they map (HOST_SHARED_BYTES), which the kernel keeps once
+per host however many ranks map them. It has the smaller of the kernel's
 MemAvailable and the room left under its memory cgroup's limit (a container's limit under Kubernetes, Slurm or
-Docker). Above the available memory: refused; above WARN_FRACTION of it: a warning.
+Docker), read once every rank is built up to its replay memory, plus the anonymous memory its ranks hold by then
+(which that reading has already lost). Above the available memory: refused; above WARN_FRACTION of it: a warning.
 """
 from __future__ import annotations
 
@@ -19,10 +22,13 @@ from hvd_dqn.config import ConfigError
 from hvd_dqn.replay.sum_tree import SumTree
 
 GIB = 2**30
-# Measured here (peak resident memory of one-rank runs of 3,000 env steps whose replay memories held 14 MB at
-# most; TensorFlow 2.18 on CPU with Horovod): CartPole 0.61 GiB, Atari smoke 0.77, Dopamine's Breakout preset
-# 0.82. 1 GiB a rank leaves some room.
-PER_RANK_MARGIN_BYTES = 1 * GIB
+# Measured here with studies/rank_memory.py (results/memory/; 4 ranks over MPI, TensorFlow 2.18 on CPU with
+# Horovod, the peak of each rank's private pages less the replay it had written): CartPole 0.30 GiB, MinAtar
+# Breakout 0.33, Dopamine's Breakout preset 0.54 (its 8 emulators and frame minibatches); the libraries' file
+# pages every rank maps, 0.39 GiB, are the host's once. The budgets leave a third or more above each.
+RANK_MARGIN_ATARI_BYTES = 3 * GIB // 4
+RANK_MARGIN_BYTES = GIB // 2
+HOST_SHARED_BYTES = GIB // 2
 WARN_FRACTION = 0.8
 
 
@@ -85,9 +91,17 @@ def _cgroup_room(root: str) -> Optional[int]:
     return None
 
 
-def verdict(replay_per_rank: int, ranks_on_host: int, available: Optional[tuple]):
-    """("refuse" | "warn" | "ok", bytes needed on the host) for `ranks_on_host` ranks of `replay_per_rank`."""
-    needed = ranks_on_host * (replay_per_rank + PER_RANK_MARGIN_BYTES)
+def rank_margin(config) -> int:
+    """Bytes a rank holds of its own besides its replay memory: Atari's emulators and frame batches cost more."""
+    from hvd_dqn.envs import atari_game
+
+    return RANK_MARGIN_ATARI_BYTES if atari_game(config.env_id) else RANK_MARGIN_BYTES
+
+
+def verdict(replay_per_rank: int, ranks_on_host: int, available: Optional[tuple], margin: int = RANK_MARGIN_BYTES):
+    """("refuse" | "warn" | "ok", bytes needed on the host) for `ranks_on_host` ranks of `replay_per_rank` and
+    `margin` bytes each, and the libraries they share once."""
+    needed = ranks_on_host * (replay_per_rank + margin) + HOST_SHARED_BYTES
     if available is None:
         return "ok", needed
     if needed > available[0]:
@@ -97,16 +111,16 @@ def verdict(replay_per_rank: int, ranks_on_host: int, available: Optional[tuple]
 
 def describe(config, replay_per_rank: int, ranks_on_host: int, needed: int, available: tuple, host: str) -> str:
     """The refusal or warning's text: the flag, the bytes needed and available, and what to change."""
+    own = (f"{rank_margin(config) / GIB:g} GiB for TensorFlow and the emulators) + "
+           f"{HOST_SHARED_BYTES / GIB:g} GiB of libraries the ranks share")
     if config.agent == "pqn":
         return (f"--rollout_steps={config.rollout_steps}: the rollouts need {needed / GIB:,.1f} GiB on {host} "
-                f"({ranks_on_host} rank(s) x ({replay_per_rank / GIB:,.1f} GiB of rollout + "
-                f"{PER_RANK_MARGIN_BYTES / GIB:g} GiB for TensorFlow and the emulators)) and "
+                f"({ranks_on_host} rank(s) x ({replay_per_rank / GIB:,.1f} GiB of rollout + {own}) and "
                 f"{available[0] / GIB:,.1f} GiB is available "
                 f"({available[1]}); use fewer ranks per host, fewer --num_envs or fewer --rollout_steps")
     text = (f"--replay_capacity={config.replay_capacity}: the replay memories need {needed / GIB:,.1f} GiB on "
-            f"{host} ({ranks_on_host} rank(s) x ({replay_per_rank / GIB:,.1f} GiB of replay + "
-            f"{PER_RANK_MARGIN_BYTES / GIB:g} GiB for TensorFlow and the emulators)) and {available[0] / GIB:,.1f} "
-            f"GiB is available ({available[1]})")
+            f"{host} ({ranks_on_host} rank(s) x ({replay_per_rank / GIB:,.1f} GiB of replay + {own}) and "
+            f"{available[0] / GIB:,.1f} GiB is available ({available[1]})")
     remedies = ["fewer ranks per host"] if ranks_on_host > 1 else []
     if config.counts_per_rank and ranks_on_host > 1:
         remedies.append("--nocounts_per_rank (which splits --replay_capacity over the ranks)")
@@ -114,23 +128,61 @@ def describe(config, replay_per_rank: int, ranks_on_host: int, needed: int, avai
     return f"{text}; use " + (f"{', '.join(remedies[:-1])} or {remedies[-1]}" if len(remedies) > 1 else remedies[0])
 
 
+def held_bytes(smaps_rollup: str = "/proc/self/smaps_rollup") -> int:
+    """Anonymous bytes this process holds now (its heap, TensorFlow's, the emulators'), 0 where unreadable: the
+    check runs after the ranks have imported TensorFlow and built their envs, so MemAvailable has lost these
+    already, and they are added back to it rather than counted twice (32 ranks' 8 GiB were)."""
+    try:
+        with open(smaps_rollup) as handle:
+            return next((int(line.split()[1]) * 1024 for line in handle if line.startswith("Anonymous:")), 0)
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def host_room(readings) -> dict:
+    """{host: (ranks read on it, (bytes its ranks can have in all, source) or None)} from every rank's (host,
+    available_bytes(), held_bytes()): the host's lowest reading plus what its ranks hold already."""
+    by_host = {}
+    for host, available, held in readings:
+        by_host.setdefault(host, []).append((available, held))
+    rooms = {}
+    for host, rows in by_host.items():
+        readable = [available for available, _ in rows if available is not None]
+        holding = sum(held for _, held in rows)
+        if len(readable) < len(rows):  # nothing to go by on this host: no check, as with one rank
+            rooms[host] = (len(rows), None)
+            continue
+        lowest, source = min(readable)
+        if holding:
+            source = f"{source} and the {holding / GIB:,.1f} GiB its ranks hold already"
+        rooms[host] = (len(rows), (lowest + holding, source))
+    return rooms
+
+
 def check_replay_fits(config, spec, num_envs: int, capacity: int, world) -> None:
-    """Collective (except under --elastic), before the replay memory is allocated: every rank checks its host,
+    """Collective (except under --elastic), before the replay memory is allocated: every rank reads its host,
     and every rank learns every host's answer, so a job that does not fit stops on every rank at once
     (ConfigError, which rank 0 reports in one line) and rank 0 names the worst host; near the limit rank 0
     warns."""
     from hvd_dqn.run import distributed
 
     replay = replay_bytes(config, spec, num_envs, capacity)
-    available = available_bytes()
-    status, needed = verdict(replay, world.local_size, available)
-    answer = (status, needed, available, world.hostname, world.local_size, replay)
-    # Under --elastic a worker that joins builds its trainer while the others train: a collective here would
-    # wait for them forever, so each rank answers for its own host (one that does not fit ends that worker).
-    answers = [answer] if config.elastic else distributed.gather_objects(answer, "memory_check")
+    margin = rank_margin(config)
+    if config.elastic:
+        # A worker that joins builds its trainer while the others train: a collective here would wait for them
+        # forever, so each rank answers for its own host, adding back only what it holds itself (the others on
+        # its host may not have started yet). One that does not fit ends that worker.
+        (_, available), = host_room([(world.hostname, available_bytes(), held_bytes())]).values()
+        rooms = {world.hostname: (world.local_size, available)}
+    else:
+        distributed.barrier("memory_check_ready")  # every rank is built up to here: MemAvailable holds them all
+        rooms = host_room(distributed.gather_objects((world.hostname, available_bytes(), held_bytes()),
+                                                     "memory_check"))
+    answers = [(*verdict(replay, ranks, available, margin), available, host, ranks)
+               for host, (ranks, available) in rooms.items()]
     order = {"ok": 0, "warn": 1, "refuse": 2}
     worst = max(answers, key=lambda answer: (order[answer[0]], answer[1] / (answer[2][0] if answer[2] else 1)))
-    status, needed, available, host, ranks_on_host, replay = worst
+    status, needed, available, host, ranks_on_host = worst
     if status == "refuse":
         raise ConfigError(describe(config, replay, ranks_on_host, needed, available, host))
     if status == "warn" and world.is_chief:

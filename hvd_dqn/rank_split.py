@@ -31,11 +31,9 @@ def scales_schedules(config: TrainConfig) -> bool:
 # The rank count through which the default rule under --rank_scaling=batch (the step size times N, the schedules
 # on one rank's env-step clock) was measured to keep one rank's env steps to a score within 1.25x: real ranks on
 # CartPole (1.04x at 8, 1.08x at 16) and MinAtar Breakout (1.21x at 16). At 32 real ranks CartPole needed 1.32x
-# with 1 of 5 seeds unsolved within 150k env steps (MinAtar Breakout 1.05x); at 32 ranks' updates and step size,
-# one-rank runs
-# (hvd_dqn.tools.step_headroom) needed 1.36x on CartPole with 2 of 5 seeds unsolved, and 1.08x with
-# 5-step returns instead of the preset's 3; MinAtar Breakout reached its score in 1 seed of 3, and with 3-step
-# returns instead of 1 in 3 of 3 (studies/headroom_levers.py; results/scaling/README.md).
+# with 1 of 5 seeds unsolved within 150k env steps, and 1.16x with every seed solved with 5-step returns instead of
+# the preset's 3 (the lever one-rank runs with 32 ranks' updates and step size had found, studies/headroom_levers.py);
+# MinAtar Breakout needed 1.05x (results/scaling/README.md).
 LINEAR_RULE_MEASURED_RANKS = 16
 
 
@@ -48,9 +46,9 @@ def rank_count_caution(config: TrainConfig, world_size: int) -> Optional[str]:
     return (f"--rank_scaling=batch with {world_size} ranks multiplies the step size by {world_size}: the rule kept "
             f"one rank's env steps to a score (within 1.25x) through {LINEAR_RULE_MEASURED_RANKS} ranks on the "
             "tasks measured; at 32 ranks CartPole needed 1.32x and 1 of 5 seeds did not solve within 150k env "
-            "steps (MinAtar Breakout 1.05x), while in one-rank runs with 32 ranks' updates and step size longer n-step returns (--n_step=5 "
-            "for the preset's 3) kept it at 1.08x, and MinAtar Breakout's 3-step returns (for 1) reached its score in every seed (docs/scaling.md): "
-            "expect more env steps to a score than one rank needs, and consider a longer --n_step than "
+            "steps (MinAtar Breakout 1.05x), while with longer n-step returns (--n_step=5 for the preset's 3) every "
+            "seed solved at 1.16x (docs/scaling.md): expect more env steps to a score than one rank needs, and "
+            "consider a longer --n_step than "
             f"{config.n_step}")
 
 

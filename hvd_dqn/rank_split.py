@@ -48,8 +48,7 @@ def rank_count_caution(config: TrainConfig, world_size: int) -> Optional[str]:
             "tasks measured; at 32 ranks CartPole needed 1.32x and 1 of 5 seeds did not solve within 150k env "
             "steps (MinAtar Breakout 1.05x), while with longer n-step returns (--n_step=5 for the preset's 3) every "
             "seed solved at 1.16x (docs/scaling.md): expect more env steps to a score than one rank needs, and "
-            "consider a longer --n_step than "
-            f"{config.n_step}")
+            f"consider a longer --n_step than {config.n_step}")
 
 
 def counts_are_per_rank(config: TrainConfig) -> bool:

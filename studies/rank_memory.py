@@ -30,23 +30,9 @@ from hvd_dqn.envs import probe_spec  # noqa: E402
 from hvd_dqn.flags import config_of_runs, split_run_flags  # noqa: E402
 from hvd_dqn.rank_split import rank_share  # noqa: E402
 from hvd_dqn.run.distributed import launcher_environment  # noqa: E402
-from hvd_dqn.run.memory_check import GIB, replay_bytes  # noqa: E402
+from hvd_dqn.run.memory_check import GIB, replay_bytes, smaps_fields  # noqa: E402
 
 MIB = 2**20
-
-
-def smaps_rollup(pid: int) -> dict:
-    """The kB fields of /proc/PID/smaps_rollup, in bytes ({} once the process is gone)."""
-    fields = {}
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as handle:
-            for line in handle:
-                parts = line.split()
-                if len(parts) == 3 and parts[2] == "kB":
-                    fields[parts[0].rstrip(":")] = int(parts[1]) * 1024
-    except OSError:
-        pass
-    return fields
 
 
 def mem_available() -> int:
@@ -84,7 +70,7 @@ def measure(ranks: int, args, extra, logdir: str) -> dict:
         while job.poll() is None:
             lowest = min(lowest, mem_available())
             for pid in rank_pids():
-                fields = smaps_rollup(pid)
+                fields = smaps_fields(f"/proc/{pid}/smaps_rollup")
                 if not fields:
                     continue
                 peak = peaks.setdefault(pid, {"private": 0, "shared": 0, "rss": 0})

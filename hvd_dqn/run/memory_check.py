@@ -128,15 +128,26 @@ def describe(config, replay_per_rank: int, ranks_on_host: int, needed: int, avai
     return f"{text}; use " + (f"{', '.join(remedies[:-1])} or {remedies[-1]}" if len(remedies) > 1 else remedies[0])
 
 
+def smaps_fields(smaps_rollup: str) -> dict:
+    """The kB fields of a process's smaps_rollup (Rss, Private_Dirty, Anonymous, ...), in bytes; {} where it cannot
+    be read (the process is gone, or not Linux)."""
+    fields = {}
+    try:
+        with open(smaps_rollup) as handle:
+            for line in handle:
+                parts = line.split()
+                if len(parts) == 3 and parts[2] == "kB" and parts[1].isdigit():
+                    fields[parts[0].rstrip(":")] = int(parts[1]) * 1024
+    except OSError:
+        pass
+    return fields
+
+
 def held_bytes(smaps_rollup: str = "/proc/self/smaps_rollup") -> int:
     """Anonymous bytes this process holds now (its heap, TensorFlow's, the emulators'), 0 where unreadable: the
     check runs after the ranks have imported TensorFlow and built their envs, so MemAvailable has lost these
     already, and they are added back to it rather than counted twice (32 ranks' 8 GiB were)."""
-    try:
-        with open(smaps_rollup) as handle:
-            return next((int(line.split()[1]) * 1024 for line in handle if line.startswith("Anonymous:")), 0)
-    except (OSError, ValueError, IndexError):
-        return 0
+    return smaps_fields(smaps_rollup).get("Anonymous", 0)
 
 
 def host_room(readings) -> dict:

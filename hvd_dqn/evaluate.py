@@ -12,11 +12,11 @@ needed.
 from __future__ import annotations
 
 import json
-from typing import Optional
 
 from absl import app, flags
 
 from hvd_dqn.cli import fail, flags_parser
+from hvd_dqn.runner import EvaluationError, evaluate_checkpoint
 
 PROGRAM = "hvd_dqn.evaluate"
 
@@ -30,45 +30,6 @@ flags.DEFINE_integer("seed", 12345, "Seed of the evaluation environments (distin
 flags.DEFINE_string("json", None, "Also write the results to this JSON file.")
 flags.DEFINE_string("video", None, "Also record one episode (same --epsilon and --seed) to this .mp4 or .gif file.")
 FLAGS = flags.FLAGS
-
-
-class EvaluationError(Exception):
-    pass
-
-
-def evaluate(logdir: Optional[str], explicit: Optional[str], episodes: int, epsilon: Optional[float], seed: int,
-             video: Optional[str] = None) -> dict:
-    """Returns the summary of `episodes` episodes played by the online network of the checkpoint --logdir or
-    --checkpoint names (`checkpoint.load_named_checkpoint`), at `epsilon` (None: the training run's
-    eval_epsilon); with `video`, also films one episode into that file."""
-    import numpy as np
-
-    from hvd_dqn.agent.episodes import run_episodes
-    from hvd_dqn.agent.policy import EpsilonGreedyActor
-    from hvd_dqn.envs import spec_of
-    from hvd_dqn.logdir import checkpoint
-
-    checkpoint_path, config, env, online, counters = checkpoint.load_named_checkpoint(logdir, explicit, episodes)
-    if epsilon is None:
-        epsilon = config.eval_epsilon
-    spec = spec_of(env)
-    actor = EpsilonGreedyActor(online, spec.num_actions, np.random.default_rng(seed))
-    results = run_episodes(actor, env, epsilon, seed)
-    env.close()
-    summary = dict(results.summary(), env_id=config.env_id, epsilon=epsilon, seed=seed,
-                   checkpoint=checkpoint_path, env_steps=counters["env_steps"], updates=counters["updates"],
-                   returns=[float(value) for value in results.returns])
-    if video:
-        from hvd_dqn.logdir.video import record_episode, write_video
-
-        recorded = record_episode(actor, config, epsilon, seed)
-        try:
-            write_video(video, recorded.frames, recorded.frames_per_second)
-        except OSError as error:
-            raise EvaluationError(f"--video={video}: cannot write ({error.strerror or error})") from error
-        summary["video"] = dict(path=video, episode_return=recorded.episode_return, length=recorded.length,
-                                frames=len(recorded.frames), frames_per_second=recorded.frames_per_second)
-    return summary
 
 
 def main(argv) -> None:
@@ -88,7 +49,8 @@ def main(argv) -> None:
     from hvd_dqn.logdir import checkpoint
 
     try:
-        result = evaluate(FLAGS.logdir, FLAGS.checkpoint, FLAGS.episodes, FLAGS.epsilon, FLAGS.seed, FLAGS.video)
+        result = evaluate_checkpoint(FLAGS.logdir, FLAGS.checkpoint, FLAGS.episodes, FLAGS.epsilon, FLAGS.seed,
+                                     FLAGS.video)
     except (checkpoint.CheckpointNotFound, EvaluationError) as error:
         _fail(str(error))
     text = json.dumps(result, indent=2)

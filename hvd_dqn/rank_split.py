@@ -8,6 +8,8 @@ docs/scaling.md, "Units and the number of ranks", explains the choices.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Optional
 
 from hvd_dqn.config import ConfigError, TrainConfig
@@ -26,6 +28,91 @@ def scales_schedules(config: TrainConfig) -> bool:
     --elastic (whose N changes while a schedule runs)."""
     return (config.scale_schedules_by_workers and config.rank_scaling == "batch" and not config.elastic
             and config.agent == "dqn")
+
+
+@dataclasses.dataclass(frozen=True)
+class UpdateCountedSchedules:
+    """The schedules counted in updates, as this world runs them (`update_counted_schedules`)."""
+    target_update_period: int
+    lr_warmup_updates: int
+    lr_decay_updates: int
+
+
+def update_counted_schedules(config: TrainConfig, world_size: int) -> UpdateCountedSchedules:
+    """The config's schedules counted in updates; with --scale_schedules_by_workers (--rank_scaling=batch),
+    divided by the number of ranks, rounded half up and at least 1 where not 0.
+
+    Under --rank_scaling=batch N ranks make N times fewer updates per env step, so a target network copied
+    every K updates is copied every N times as many env steps, and a step size decaying over K updates decays
+    over N times as many env steps: besides the N times larger batch, the run learns on another clock.
+    Dividing by N keeps each schedule on one rank's env-step clock, as Goyal et al. (2017) keep their
+    warm-up and decay in epochs while the batch grows."""
+    divisor = world_size if scales_schedules(config) else 1
+
+    def on_this_world(updates: int) -> int:
+        return 0 if updates == 0 else max(1, int(updates / divisor + 0.5))
+
+    return UpdateCountedSchedules(on_this_world(config.target_update_period), on_this_world(config.lr_warmup_updates),
+                                  on_this_world(config.lr_decay_updates))
+
+
+def learning_rate_scale(world_size: int, rule: str = "linear") -> float:
+    """The factor on the learning rate for `world_size` ranks: N (linear; Goyal et al. 2017: the rate grows
+    with the batch) or sqrt(N) (the gradient noise falls as 1/sqrt(batch); Krizhevsky 2014, Hoffer et al.
+    2017)."""
+    if rule == "linear":
+        return float(world_size)
+    if rule == "sqrt":
+        return math.sqrt(world_size)
+    raise ValueError(f"unknown learning-rate scale rule {rule!r}; expected linear or sqrt")
+
+
+@dataclasses.dataclass(frozen=True)
+class LearningRateAtRanks:
+    """The step size a rank of a job trains with (`learning_rate_at`): `base` times `scale`, reached from `base`
+    over `warmup_updates` updates, the whole decaying linearly to `end_fraction` of itself over `decay_updates`.
+    `follows_world`: the scale is the ranks', which a world that changes size (--elastic) must follow."""
+    base: float
+    scale: float = 1.0
+    warmup_updates: int = 0
+    end_fraction: float = 1.0
+    decay_updates: int = 0
+    follows_world: bool = False
+
+    @property
+    def constant(self) -> bool:
+        return not self.follows_world and self.decay_updates == 0
+
+
+def learning_rate_at(config: TrainConfig, world_size: int) -> LearningRateAtRanks:
+    """The one rule for the step size at `world_size` ranks: --learning_rate, times the ranks (--lr_scale_rule)
+    where `scales_lr` says so and there is more than one rank (or the world may change: --elastic), warmed up over
+    --lr_warmup_updates; and decaying to --learning_rate_end over --lr_decay_updates if that is set. The two
+    update counts are on this world's clock (`update_counted_schedules`)."""
+    schedules = update_counted_schedules(config, world_size)
+    scaled = scales_lr(config) and (world_size > 1 or config.elastic)
+    decaying = config.learning_rate_end is not None
+    return LearningRateAtRanks(
+        base=config.learning_rate,
+        scale=learning_rate_scale(world_size, config.lr_scale_rule) if scaled else 1.0,
+        warmup_updates=schedules.lr_warmup_updates if scaled else 0,
+        end_fraction=config.learning_rate_end / config.learning_rate if decaying else 1.0,
+        decay_updates=schedules.lr_decay_updates if decaying else 0,
+        follows_world=scaled)
+
+
+def unscaled_schedules_warning(config: TrainConfig, world_size: int) -> Optional[str]:
+    """The start-up warning for DQN under --rank_scaling=batch at N > 1 fixed ranks without
+    --scale_schedules_by_workers, whose schedules counted in updates then span N times the env steps; None
+    otherwise. Legitimate, but the worst rule the scaling study measured (CartPole, 4 ranks: no seed of 3
+    solved)."""
+    if (config.agent != "dqn" or config.rank_scaling != "batch" or world_size == 1 or config.elastic
+            or scales_schedules(config)):
+        return None
+    return (f"--rank_scaling=batch with {world_size} ranks makes {world_size} times fewer updates per env step, so "
+            "--target_update_period and the step-size warm-up and decay (counted in updates) span "
+            f"{world_size} times the env steps they span at one rank; --scale_schedules_by_workers keeps them on "
+            "one rank's clock")
 
 
 # The rank count through which the default rule under --rank_scaling=batch (the step size times N, the schedules
@@ -116,6 +203,14 @@ def rank_learning_starts(config: TrainConfig, world_size: int) -> int:
         return config.learning_starts
     share = -(-config.learning_starts // world_size)
     return max(share, config.batch_size) if config.rank_scaling == "batch" else share
+
+
+def env_steps_before_first_update(config: TrainConfig, world_size: int) -> int:
+    """The job's env steps before its first update at `world_size` ranks: every rank holds its --learning_starts
+    transitions (all ranks filling alike), or with --agent=pqn every rank's first rollout is full."""
+    if config.agent == "pqn":
+        return config.rollout_steps * pqn_rank_envs(config, world_size) * world_size
+    return rank_learning_starts(config, world_size) * world_size
 
 
 def check_world(config: TrainConfig, world_size: int) -> None:

@@ -16,7 +16,7 @@ import horovod.tensorflow.keras as hvd  # noqa: E402
 
 from hvd_dqn.agent.optimizers import RectifiedAdam  # noqa: E402
 from hvd_dqn.agent.networks import build_mlp_q_network  # noqa: E402
-from hvd_dqn.agent.pqn import PQNLearner  # noqa: E402
+from hvd_dqn.agent.pqn.learner import PQNLearner  # noqa: E402
 
 
 def per_call_ms(function, calls: int = 500) -> float:

@@ -25,8 +25,9 @@ CARTPOLE = [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--eval_interva
 def test_rollback_restores_networks_optimizer_and_counters_exactly():
     import horovod.tensorflow as hvd
 
-    from hvd_dqn.agent.learner import DQNLearner
-    from hvd_dqn.agent.optimizers import make_optimizer
+    from hvd_dqn.agent.dqn.agent import DQNAgent
+    from hvd_dqn.agent.dqn.learner import DQNLearner
+    from hvd_dqn.config import TrainConfig
     from hvd_dqn.agent.networks import build_mlp_q_network
     from hvd_dqn.replay.memory import Batch
     from hvd_dqn.run.elastic import TrainingState
@@ -34,33 +35,34 @@ def test_rollback_restores_networks_optimizer_and_counters_exactly():
 
     hvd.init()
 
-    class Learning:
-        update_credit = 2
+    config = TrainConfig(learning_rate=1e-2, max_grad_norm=0.0, double_dqn=True)
+    learner = DQNLearner.from_config(config, build_mlp_q_network((3,), 2, (8,), "online"),
+                                     build_mlp_q_network((3,), 2, (8,), "target"), 1)
 
     class Trainer:  # the parts of hvd_dqn.run.trainer.Trainer the state touches
-        learner = DQNLearner(build_mlp_q_network((3,), 2, (8,), "online"), build_mlp_q_network((3,), 2, (8,), "target"),
-                             make_optimizer(1e-2, 1e-7, 0.0, 1, False, 0), double_dqn=True)
+        agent = DQNAgent(config, learner, memory=None, spec=None, num_envs=1, world_size=1,
+                         sample_rng=np.random.default_rng(1), rank_metrics=None)
         counters = Counters(env_steps=4000, episodes=7, updates=1500)
-        learning = Learning()
         last_checkpoint_env_steps = 4000
 
     trainer = Trainer()
+    trainer.agent.env_steps_since_update = 2
     state = TrainingState(trainer)  # commits on creation
-    committed = [variable.numpy().copy() for variable in trainer.learner.synchronized_variables]
+    committed = [variable.numpy().copy() for variable in trainer.agent.synchronized_variables]
     rng = np.random.default_rng(0)
-    trainer.learner.update(Batch(rng.normal(size=(4, 3)).astype(np.float32), np.array([0, 1, 1, 0], np.int32),
+    learner.update(Batch(rng.normal(size=(4, 3)).astype(np.float32), np.array([0, 1, 1, 0], np.int32),
                                  np.ones(4, np.float32), np.full(4, 0.9, np.float32),
                                  rng.normal(size=(4, 3)).astype(np.float32)))
     trainer.counters = Counters(env_steps=4800, episodes=9, updates=1900)
-    trainer.learning.update_credit = 3
+    trainer.agent.env_steps_since_update = 3
     assert any(not np.array_equal(old, new.numpy())
-               for old, new in zip(committed, trainer.learner.synchronized_variables))
+               for old, new in zip(committed, trainer.agent.synchronized_variables))
 
     state.restore()  # what Horovod does on the survivors after a lost worker
-    for old, new in zip(committed, trainer.learner.synchronized_variables):
+    for old, new in zip(committed, trainer.agent.synchronized_variables):
         np.testing.assert_array_equal(old, new.numpy())  # networks, Adam's moments and step, update count
     assert trainer.counters == Counters(env_steps=4000, episodes=7, updates=1500)
-    assert trainer.learning.update_credit == 2 and trainer.last_checkpoint_env_steps == 4000
+    assert trainer.agent.env_steps_since_update == 2 and trainer.last_checkpoint_env_steps == 4000
 
     state.started = True
     state.sync()  # a (one-rank) ring re-formed: rank 0's state is everyone's, and is the new commit
@@ -160,12 +162,14 @@ def test_training_survives_a_worker_killed_mid_run(tmp_path, killed_rank, acting
 
 
 def test_pqn_survives_a_worker_killed_mid_rollout(tmp_path):
-    """PQN under --elastic: rank 1 killed while the two rollouts fill; the survivor rolls back to the last
+    """PQN under --elastic with --mixed_precision (whose gradients cross Horovod's DistributedGradientTape, ungrouped
+    under --elastic as DQN's are): rank 1 killed while the two rollouts fill; the survivor rolls back to the last
     commit, starts a new rollout and trains alone to the budget; the final checkpoint loads and plays."""
     total = 60_000
     # Ten rollouts of the job by 10,240 env steps: learning is under way.
     _, logdir, commit_env_steps, commit_updates = _kill_mid_run(tmp_path, 1, r"env steps 10,240/",
-                                                                f"--total_env_steps={total}", preset=CARTPOLE_PQN)
+                                                                f"--total_env_steps={total}", "--mixed_precision",
+                                                                preset=CARTPOLE_PQN)
     assert 10_240 <= commit_env_steps < total
     # Each rollout of the job (2 ranks x 4 envs x 128 steps) pays for 16 updates; rollouts are whole at commits.
     assert commit_updates == 16 * (commit_env_steps // 1024)

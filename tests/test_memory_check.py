@@ -9,7 +9,8 @@ from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.envs import EnvSpec
 from hvd_dqn.run import memory_check
 from hvd_dqn.run.distributed import World
-from hvd_dqn.run.learning_side import make_replay_memory
+from hvd_dqn.agent.dqn.agent import make_replay_memory
+from hvd_dqn.agent.factory import memory_bytes
 
 from conftest import REPO, python_module
 
@@ -30,14 +31,14 @@ def _allocated_bytes(memory) -> int:
 def test_the_computed_bytes_are_those_of_the_memory_once_built(spec, prioritized):
     config = TrainConfig(prioritized_replay=prioritized, n_step=3)
     capacity, num_envs = 30_000, 4
-    computed = memory_check.replay_bytes(config, spec, num_envs, capacity)
+    computed = memory_bytes(config, spec, num_envs, capacity)
     built = _allocated_bytes(make_replay_memory(config, spec, num_envs, capacity))
     # The per-env write counters and the env index are the only arrays that do not grow with the capacity.
     assert built - 200 <= computed <= built
 
 
 def test_a_frame_memory_of_a_million_transitions_is_about_seven_gigabytes():
-    computed = memory_check.replay_bytes(TrainConfig(), ATARI, 4, 1_000_000)
+    computed = memory_bytes(TrainConfig(), ATARI, 4, 1_000_000)
     assert 7.0e9 < computed < 7.2e9  # 7,068 bytes per transition: one 84x84 frame and the step's fields
 
 
@@ -57,7 +58,7 @@ def test_thirty_two_small_ranks_fit_on_a_24_gib_host_and_atari_ranks_get_the_lar
     GiB per rank refused them on a host with 22 GiB available."""
     gib = memory_check.GIB
     cartpole = TrainConfig(env_id="CartPole-v1")
-    replay = memory_check.replay_bytes(cartpole, CARTPOLE, 1, 100_000 // 32)
+    replay = memory_bytes(cartpole, CARTPOLE, 1, 100_000 // 32)
     status, needed = memory_check.verdict(replay, 32, (22 * gib, "MemAvailable"), memory_check.rank_margin(cartpole))
     assert status == "ok" and 16.5 * gib < needed < 16.6 * gib
     assert memory_check.rank_margin(TrainConfig(env_id="ALE/Breakout-v5")) > memory_check.rank_margin(cartpole)

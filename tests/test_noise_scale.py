@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hvd_dqn.agent.learner import DQNLearner
+from hvd_dqn.agent.dqn.learner import DQNLearner
 from hvd_dqn.agent.networks import build_mlp_q_network
 from hvd_dqn.replay.memory import Batch
 from hvd_dqn.tools import noise_scale

@@ -112,10 +112,10 @@ def _pipeline(lead):
     import tensorflow as tf
 
     from hvd_dqn.agent.schedules import LinearSchedule
-    from hvd_dqn.run.acting_side import ActingSide
+    from hvd_dqn.run.acting import Acting
     from hvd_dqn.run.pipeline import ActingPipeline
 
-    acting = ActingSide(_FailingEnv(), _RandomActor(), LinearSchedule(1.0, 1.0, 1))
+    acting = Acting(_FailingEnv(), _RandomActor(), LinearSchedule(1.0, 1.0, 1))
     acting.observation = np.zeros((2, 1), np.float32)
     network = tf.keras.Sequential([tf.keras.Input((1,)), tf.keras.layers.Dense(2)])
     return ActingPipeline(acting, network, network, lead=lead, sync_updates=1, start_env_steps=0,

@@ -10,7 +10,7 @@ import tensorflow as tf
 from hvd_dqn.agent.numpy_forward import NumpyForward
 from hvd_dqn.agent.policy import RolloutActor
 from hvd_dqn.agent.networks import build_minatar_q_network, build_mlp_q_network, build_nature_cnn_q_network
-from hvd_dqn.agent.pqn import q_lambda_returns
+from hvd_dqn.agent.pqn.learner import q_lambda_returns
 from hvd_dqn.config import DQN_ONLY, ConfigError, TrainConfig, validate
 from hvd_dqn.logdir import checkpoint
 from hvd_dqn.replay.rollout import Rollout

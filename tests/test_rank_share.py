@@ -3,10 +3,9 @@ import dataclasses
 
 import pytest
 
-from hvd_dqn.agent.schedules import update_counted_schedules
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.rank_split import (check_world, job_num_envs_problem, rank_count_caution, rank_learning_starts, rank_share,
-                                scales_lr)
+                                scales_lr, update_counted_schedules)
 
 CARTPOLE = TrainConfig(num_envs=8, replay_capacity=100_000, learning_starts=1000, batch_size=128)
 
@@ -133,7 +132,7 @@ def test_no_rank_makes_its_first_update_before_every_ranks_memory_is_ready(monke
     import numpy as np
 
     from hvd_dqn.run import distributed
-    from hvd_dqn.run.learning_side import LearningSide
+    from hvd_dqn.agent.dqn.agent import DQNAgent
 
     assert len(_frame_memory_after(10, episode_end_at=3)) == len(_frame_memory_after(10)) + 1
     config = dataclasses.replace(TrainConfig(), learning_starts=11, train_frequency=1, batch_size=2,
@@ -147,12 +146,12 @@ def test_no_rank_makes_its_first_update_before_every_ranks_memory_is_ready(monke
 
     monkeypatch.setattr(distributed, "sum_over_ranks", sum_over_ranks)
     learner, memory = _CountingLearner(), _frame_memory_after(10, episode_end_at=3)
-    side = LearningSide(config, learner, memory, np.random.default_rng(0), num_envs=1, rank_metrics=_NoMetrics(),
-                        target_update_period=100)
-    side.share_updates_over(2)
+    side = DQNAgent(config, learner, memory, spec=None, num_envs=1, world_size=2,
+                    sample_rng=np.random.default_rng(0), rank_metrics=_NoMetrics())
+    side.join_world(2)
     try:
         side.learn(10, counters=_counters())  # this rank: 11 entries, ready; the other: not yet
-        assert (learner.updates, side.update_credit) == (0, 0) and votes == [0.0]
+        assert (learner.updates, side.env_steps_since_update) == (0, 0) and votes == [0.0]
         side.learn(11, counters=_counters())
         assert learner.updates == 0 and votes == [0.0, 0.0]
         counters = _counters()
@@ -165,7 +164,7 @@ def test_no_rank_makes_its_first_update_before_every_ranks_memory_is_ready(monke
 
 
 def _counters():
-    """The trainer's counters, as far as LearningSide.learn uses them."""
+    """The trainer's counters, as far as DQNAgent.learn uses them."""
     import types
 
     return types.SimpleNamespace(updates=0)

@@ -1,12 +1,9 @@
 import pytest
 import tensorflow as tf
 
-from hvd_dqn.agent.schedules import (
-    LinearSchedule,
-    UpdateCountedSchedules,
-    WarmupToScaledLearningRate,
-    update_counted_schedules,
-)
+from hvd_dqn.agent.optimizers import WarmupToScaledLearningRate
+from hvd_dqn.agent.schedules import LinearSchedule
+from hvd_dqn.rank_split import UpdateCountedSchedules, update_counted_schedules
 from hvd_dqn.config import TrainConfig
 
 
@@ -66,7 +63,7 @@ def test_a_delayed_schedule_with_no_duration_jumps_at_the_delay():
 
 @pytest.mark.parametrize("ranks, rule, expected", [(4, "linear", 4.0), (4, "sqrt", 2.0), (1, "sqrt", 1.0)])
 def test_learning_rate_scale_rules(ranks, rule, expected):
-    from hvd_dqn.agent.schedules import learning_rate_scale
+    from hvd_dqn.rank_split import learning_rate_scale
 
     assert learning_rate_scale(ranks, rule) == pytest.approx(expected)
     with pytest.raises(ValueError, match="unknown learning-rate scale rule"):

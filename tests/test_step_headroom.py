@@ -6,8 +6,7 @@ import shutil
 import pytest
 
 from hvd_dqn.flags import config_of_runs
-from hvd_dqn.rank_split import scales_lr
-from hvd_dqn.agent.schedules import update_counted_schedules
+from hvd_dqn.rank_split import scales_lr, update_counted_schedules
 from hvd_dqn.tools import step_headroom
 
 from conftest import REPO

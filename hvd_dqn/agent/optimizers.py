@@ -3,15 +3,15 @@
 Adam is Keras'; RAdam (PQN's optimizer) and RMSprop with its epsilon outside the root (MinAtar's DQN, as PyTorch
 has it) are written here, and so is the layer-wise trust ratio of LAMB (You et al. 2019), which any of them can
 take (`--layer_adaptation`): each variable's step is rescaled to the learning rate times the variable's own
-norm. `make_optimizer` builds the one a config names, with the step size scaled to the ranks.
+norm. `make_optimizer` builds the one a config names, with the step size the ranks train at
+(`hvd_dqn.rank_split.learning_rate_at`, the one rule for it) as a `WarmupToScaledLearningRate` where it changes.
 """
 from __future__ import annotations
 
-from typing import Optional
-
 import tensorflow as tf
 
-from hvd_dqn.agent.learner import ALLREDUCE_GROUPS
+from hvd_dqn.agent.distributed_update import allreduce_groups
+from hvd_dqn.rank_split import LearningRateAtRanks, learning_rate_at
 
 
 def trust_ratio(variable, direction):
@@ -125,81 +125,74 @@ class RootEpsilonRMSprop(LayerAdaptation, tf.keras.optimizers.RMSprop):
             variable.assign_sub(lr * gradient / denominator)
 
 
-def make_optimizer(learning_rate: float, adam_epsilon: float, max_grad_norm: float, world_size: int,
-                   scale_lr_by_workers: bool, lr_warmup_updates: int, distributed: bool = True,
-                   elastic: bool = False, fp16_allreduce: bool = False, mixed_precision: bool = False,
-                   optimizer: str = "adam", rmsprop_rho: float = 0.95, rmsprop_epsilon: float = 0.01,
-                   rmsprop_centered: bool = True, lr_scale_rule: str = "linear",
-                   learning_rate_end: Optional[float] = None, lr_decay_updates: int = 0,
-                   layer_adaptation: bool = False):
-    """Adam (or, with optimizer="rmsprop", RootEpsilonRMSprop; "radam", RectifiedAdam), wrapped in Horovod's
-    DistributedOptimizer (unless distributed=False, for comparisons). With `layer_adaptation` each variable's step
-    is scaled by LAMB's trust ratio (Adam then is `Lamb`).
+def make_optimizer(config, world_size: int, distributed: bool = True):
+    """The optimizer a TrainConfig names (--optimizer: Adam, RectifiedAdam or RootEpsilonRMSprop; Adam with
+    --layer_adaptation is `Lamb`), at the step size a rank of `world_size` trains with (`learning_rate_schedule`),
+    wrapped in Horovod's DistributedOptimizer (unless distributed=False, for comparisons).
 
-    `max_grad_norm` clips the global norm of the gradient after it has been averaged over ranks (Keras
-    clips in apply_gradients, which runs after DistributedOptimizer's allreduce), so all ranks clip alike.
-    With `elastic` the scaled rate is a schedule even for one rank, so `rescale_learning_rate` can follow
-    the world as workers leave and join. With `learning_rate_end` the rate (scaled or not) decays linearly
-    to it, times the same scale, over `lr_decay_updates` updates.
+    --max_grad_norm clips the global norm of the gradient after it has been averaged over ranks (Keras clips in
+    apply_gradients, which runs after DistributedOptimizer's allreduce), so all ranks clip alike.
 
-    With `mixed_precision` the result is a Keras LossScaleOptimizer (dynamic loss scaling) around Adam, not
-    a DistributedOptimizer: Horovod 0.28.1 cannot wrap a Keras 2.11+ LossScaleOptimizer (TypeError, horovod
-    issue #3807), and a LossScaleOptimizer around a DistributedOptimizer skips the allreduce (replicas
-    diverged when tried here). The learner then averages the gradients with hvd.DistributedGradientTape.
+    With --mixed_precision the result is a Keras LossScaleOptimizer (dynamic loss scaling) around it, not a
+    DistributedOptimizer: Horovod 0.28.1 cannot wrap a Keras 2.11+ LossScaleOptimizer (TypeError, horovod issue
+    #3807), and a LossScaleOptimizer around a DistributedOptimizer skips the allreduce (replicas diverged when
+    tried here). The learner then averages the gradients with hvd.DistributedGradientTape.
     """
-    from hvd_dqn.agent.schedules import WarmupToScaledLearningRate, learning_rate_scale
-
-    rate = learning_rate
-    scaled, decaying = scale_lr_by_workers and (world_size > 1 or elastic), learning_rate_end is not None
-    if scaled or decaying:
-        rate = WarmupToScaledLearningRate(
-            learning_rate, learning_rate_scale(world_size, lr_scale_rule) if scaled else 1.0,
-            lr_warmup_updates if scaled else 0,
-            end_fraction=learning_rate_end / learning_rate if decaying else 1.0,
-            decay_updates=lr_decay_updates if decaying else 0)
-    clip = max_grad_norm or None
-    if optimizer == "adam" and layer_adaptation:
-        built = Lamb(learning_rate=rate, epsilon=adam_epsilon, global_clipnorm=clip, layer_adaptation=True)
-    elif optimizer == "adam":
-        built = tf.keras.optimizers.Adam(learning_rate=rate, epsilon=adam_epsilon, global_clipnorm=clip)
-    elif optimizer == "radam":
-        built = RectifiedAdam(learning_rate=rate, epsilon=adam_epsilon, global_clipnorm=clip,
-                              layer_adaptation=layer_adaptation)
-    elif optimizer == "rmsprop":
-        built = RootEpsilonRMSprop(learning_rate=rate, rho=rmsprop_rho, epsilon=rmsprop_epsilon,
-                                   centered=rmsprop_centered, global_clipnorm=clip, layer_adaptation=layer_adaptation)
+    rate = learning_rate_schedule(learning_rate_at(config, world_size))
+    clip = config.max_grad_norm or None
+    if config.optimizer == "adam" and config.layer_adaptation:
+        built = Lamb(learning_rate=rate, epsilon=config.adam_epsilon, global_clipnorm=clip, layer_adaptation=True)
+    elif config.optimizer == "adam":
+        built = tf.keras.optimizers.Adam(learning_rate=rate, epsilon=config.adam_epsilon, global_clipnorm=clip)
+    elif config.optimizer == "radam":
+        built = RectifiedAdam(learning_rate=rate, epsilon=config.adam_epsilon, global_clipnorm=clip,
+                              layer_adaptation=config.layer_adaptation)
+    elif config.optimizer == "rmsprop":
+        built = RootEpsilonRMSprop(learning_rate=rate, rho=config.rmsprop_rho, epsilon=config.rmsprop_epsilon,
+                                   centered=config.rmsprop_centered, global_clipnorm=clip,
+                                   layer_adaptation=config.layer_adaptation)
     else:
-        raise ValueError(f"unknown optimizer {optimizer!r}; expected adam, radam or rmsprop")
-    if mixed_precision:
+        raise ValueError(f"unknown optimizer {config.optimizer!r}; expected adam, radam or rmsprop")
+    if config.mixed_precision:
         return tf.keras.mixed_precision.LossScaleOptimizer(built)
     if not distributed:
         return built
-    return distributed_optimizer(built, fp16_allreduce, grouped=not elastic)
+    return distributed_optimizer(built, config.fp16_allreduce, groups=allreduce_groups(config.elastic))
 
 
-def distributed_optimizer(optimizer, fp16_allreduce: bool = False, grouped: bool = True):
-    """Horovod's DistributedOptimizer around `optimizer`. With `fp16_allreduce` the gradients travel as
-    float16 (hvd.Compression.fp16: half the bytes on the wire, about 3 decimal digits) and are averaged and
-    applied in float32."""
+def learning_rate_schedule(rate: LearningRateAtRanks):
+    """The Keras learning rate of `rate`: the number itself where it stays constant, else a schedule. Under
+    --elastic the schedule holds the rank scale even for one rank, so `rescale_learning_rate` can follow the
+    world as workers leave and join."""
+    if rate.constant:
+        return rate.base
+    return WarmupToScaledLearningRate(rate.base, rate.scale, rate.warmup_updates, end_fraction=rate.end_fraction,
+                                      decay_updates=rate.decay_updates)
+
+
+def distributed_optimizer(optimizer, fp16_allreduce: bool = False, groups=None):
+    """Horovod's DistributedOptimizer around `optimizer`, its gradients allreduced in `groups`
+    (`hvd_dqn.agent.distributed_update.allreduce_groups`). With `fp16_allreduce` the gradients travel as float16
+    (hvd.Compression.fp16: half the bytes on the wire, about 3 decimal digits) and are averaged and applied in
+    float32."""
     import horovod.tensorflow.keras as hvd_keras
 
     compression = hvd_keras.Compression.fp16 if fp16_allreduce else hvd_keras.Compression.none
-    return hvd_keras.DistributedOptimizer(optimizer, compression=compression,
-                                          groups=ALLREDUCE_GROUPS if grouped else None)
+    return hvd_keras.DistributedOptimizer(optimizer, compression=compression, groups=groups)
 
 
-def rescale_learning_rate(optimizer, world_size: int, rule: str = "linear") -> bool:
-    """Sets a --scale_lr_by_workers schedule to `world_size` ranks; returns whether there was one.
+def rescale_learning_rate(optimizer, config, world_size: int) -> bool:
+    """Sets the rank scale of a step size that follows the world (`LearningRateAtRanks.follows_world`) to
+    `world_size` ranks; returns whether there was one to set.
 
     DistributedOptimizer rebuilds the optimizer from its config, so the schedule to change is the one the
     wrapped optimizer holds, not the one `make_optimizer` created. Keras 2.11+'s `optimizer.learning_rate`
     returns the schedule's current value, not the schedule, hence the private `_learning_rate`."""
-    from hvd_dqn.agent.schedules import WarmupToScaledLearningRate, learning_rate_scale
-
+    rate = learning_rate_at(config, world_size)
     optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # --mixed_precision's LossScaleOptimizer
     schedule = getattr(optimizer, "_learning_rate", None)
-    if isinstance(schedule, WarmupToScaledLearningRate):
-        schedule.set_scale(learning_rate_scale(world_size, rule))
+    if rate.follows_world and isinstance(schedule, WarmupToScaledLearningRate):
+        schedule.set_scale(rate.scale)
         return True
     return False
 
@@ -209,3 +202,46 @@ def current_learning_rate(optimizer) -> float:
     if isinstance(rate, tf.keras.optimizers.schedules.LearningRateSchedule):
         return float(rate(optimizer.iterations))
     return float(tf.keras.backend.get_value(rate))
+
+
+# Registered so Horovod can rebuild the optimizer from its config (DistributedOptimizer uses from_config).
+@tf.keras.utils.register_keras_serializable(package="hvd_dqn")
+class WarmupToScaledLearningRate(tf.keras.optimizers.schedules.LearningRateSchedule):
+    """Learning rate `base * scale`, reached linearly from `base` over `warmup_updates` updates, and all of it
+    multiplied by a factor that falls linearly from 1 to `end_fraction` over `decay_updates` updates.
+
+    With data parallelism the effective batch grows with the number of ranks; Goyal et al. (2017) scale the
+    learning rate with it and warm up gradually so early updates do not diverge. Horovod's Keras examples
+    do the same with `LearningRateWarmupCallback`; this is the custom-loop equivalent. The decay is the
+    linear schedule Stable-Baselines3 offers for its learning rates: large steps while the values are far
+    off, small ones once the policy is good, so late updates do not undo it.
+    """
+
+    def __init__(self, base: float, scale: float, warmup_updates: int, end_fraction: float = 1.0,
+                 decay_updates: int = 0):
+        super().__init__()
+        self.base = float(base)
+        # A variable, not a constant baked into the traced update: under Horovod Elastic the number of
+        # ranks changes while the job runs, and `set_scale` follows it.
+        self.scale = tf.Variable(float(scale), trainable=False, dtype=tf.float32, name="lr_scale")
+        self.warmup_updates = int(warmup_updates)
+        self.end_fraction = float(end_fraction)
+        self.decay_updates = int(decay_updates)
+
+    def set_scale(self, scale: float) -> None:
+        self.scale.assign(float(scale))
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        rate = self.base * self.scale
+        if self.warmup_updates > 0:
+            fraction = tf.minimum(step / float(self.warmup_updates), 1.0)
+            rate = self.base + fraction * (rate - self.base)
+        if self.decay_updates > 0:
+            fraction = tf.minimum(step / float(self.decay_updates), 1.0)
+            rate = rate * (1.0 + fraction * (self.end_fraction - 1.0))
+        return tf.identity(rate)
+
+    def get_config(self):
+        return {"base": self.base, "scale": float(self.scale.numpy()), "warmup_updates": self.warmup_updates,
+                "end_fraction": self.end_fraction, "decay_updates": self.decay_updates}

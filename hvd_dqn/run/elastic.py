@@ -28,9 +28,7 @@ import tensorflow as tf
 from absl import logging
 from horovod.common.elastic import State
 
-from hvd_dqn.agent.optimizers import rescale_learning_rate
 from hvd_dqn.config import ConfigError
-from hvd_dqn.rank_split import scales_lr
 from hvd_dqn.run import distributed
 from hvd_dqn.run.progress import Counters
 
@@ -53,31 +51,31 @@ class TrainingState(State):
 
     def progress(self) -> dict:
         trainer = self.trainer
-        return dict(counters=dataclasses.asdict(trainer.counters), update_credit=trainer.learning.update_credit,
+        return dict(counters=dataclasses.asdict(trainer.counters), rank_state=trainer.agent.rank_state(),
                     last_checkpoint_env_steps=trainer.last_checkpoint_env_steps, started=self.started)
 
     def _set_progress(self, progress: dict) -> None:
         trainer = self.trainer
         trainer.counters = Counters(**progress["counters"])
-        trainer.learning.update_credit = progress["update_credit"]
+        trainer.agent.load_rank_state(progress["rank_state"])
         trainer.last_checkpoint_env_steps = progress["last_checkpoint_env_steps"]
         self.started = progress["started"]
 
     # The three operations Horovod Elastic calls.
     def save(self) -> None:
         """Commit: copies of the variables and counters in host memory."""
-        self._saved_values = [variable.numpy() for variable in self.trainer.learner.synchronized_variables]
+        self._saved_values = [variable.numpy() for variable in self.trainer.agent.synchronized_variables]
         self._saved_progress = self.progress()
 
     def restore(self) -> None:
         """After a lost worker: back to the last commit."""
-        for variable, value in zip(self.trainer.learner.synchronized_variables, self._saved_values):
+        for variable, value in zip(self.trainer.agent.synchronized_variables, self._saved_values):
             variable.assign(value)
         self._set_progress(self._saved_progress)
 
     def sync(self) -> None:
         """Collective, after every (re-)formation of the ring: every rank takes rank 0's state."""
-        distributed.broadcast_from_chief(self.trainer.learner.synchronized_variables)
+        distributed.broadcast_from_chief(self.trainer.agent.synchronized_variables)
         self._set_progress(distributed.broadcast_object(self.progress(), "elastic_progress"))
         self.save()
 
@@ -129,13 +127,13 @@ def on_world_change(trainer) -> None:
     Ranks are renumbered, so this rank re-reads its place, re-splits what is split over ranks and
     rescales the learning rate; rank 0 (perhaps a new one) takes over the metrics files. Rolled-back
     counters and rank 0's weights arrive afterwards through the elastic state's sync."""
-    config, old_size = trainer.config, trainer.world.size
+    old_size = trainer.world.size
     trainer.world = distributed.current_world()
-    trainer.take_place_in_world()  # also: no rank updates until all have --learning_starts again
+    trainer.join_world()  # also: no rank updates until all have --learning_starts again
     world = trainer.world
-    # Only DQN's --scale_lr_by_workers rate follows the world (rank_split.scales_lr); a decay-only schedule, and
-    # PQN's, whose minibatch share is each rank's own under --elastic, keep their scale of 1.
-    rescaled = scales_lr(config) and rescale_learning_rate(trainer.learner.optimizer, world.size, config.lr_scale_rule)
+    # Only a step size scaled to the ranks follows the world (rank_split.learning_rate_at); a decay-only schedule,
+    # and PQN's, whose minibatch share is each rank's own under --elastic, keep their scale of 1.
+    rescaled = trainer.agent.on_world_change(world.size)
     # Only rank 0 reports progress (main() quiets the others); a rank promoted to rank 0 takes over.
     logging.set_verbosity(logging.INFO if world.is_chief else logging.WARNING)
     if world.is_chief:

@@ -19,7 +19,6 @@ from typing import Optional
 from absl import logging
 
 from hvd_dqn.config import ConfigError
-from hvd_dqn.replay.sum_tree import SumTree
 
 GIB = 2**30
 # Measured here with studies/rank_memory.py (results/memory/; 4 ranks over MPI, TensorFlow 2.18 on CPU with
@@ -30,32 +29,6 @@ RANK_MARGIN_ATARI_BYTES = 3 * GIB // 4
 RANK_MARGIN_BYTES = GIB // 2
 HOST_SHARED_BYTES = GIB // 2
 WARN_FRACTION = 0.8
-
-
-def replay_bytes(config, spec, num_envs: int, capacity: int) -> int:
-    """Bytes the replay memory of `capacity` transitions over `num_envs` envs will hold once allocated (PQN's
-    rollout with --agent=pqn)."""
-    import dataclasses
-
-    if config.agent == "pqn":
-        from hvd_dqn.replay.rollout import Rollout
-
-        # A one-step rollout gives the bytes per transition; the arrays grow linearly with the steps.
-        probe = Rollout(1, num_envs, spec.observation_shape, spec.observation_dtype)
-        return probe.bytes_per_transition * config.rollout_steps * num_envs
-
-    from hvd_dqn.run.learning_side import make_replay_memory
-
-    # A small memory of the same kind gives the bytes per entry; the arrays grow linearly with the capacity.
-    probe_capacity = num_envs * max(64, config.n_step + 8)
-    probe = make_replay_memory(dataclasses.replace(config, prioritized_replay=False), spec, num_envs,
-                               probe_capacity)
-    per_entry = probe.bytes_per_transition
-    segment = capacity // num_envs
-    total = per_entry * segment * num_envs
-    if config.prioritized_replay:
-        total += SumTree.bytes_for(segment * num_envs)
-    return int(total)
 
 
 def available_bytes(meminfo: str = "/proc/meminfo", cgroup_root: str = "/sys/fs/cgroup") -> Optional[tuple]:
@@ -111,21 +84,16 @@ def verdict(replay_per_rank: int, ranks_on_host: int, available: Optional[tuple]
 
 def describe(config, replay_per_rank: int, ranks_on_host: int, needed: int, available: tuple, host: str) -> str:
     """The refusal or warning's text: the flag, the bytes needed and available, and what to change."""
+    from hvd_dqn.agent.factory import memory_setting
+
+    memory = memory_setting(config, ranks_on_host)
     own = (f"{rank_margin(config) / GIB:g} GiB for TensorFlow and the emulators) + "
            f"{HOST_SHARED_BYTES / GIB:g} GiB of libraries the ranks share")
-    if config.agent == "pqn":
-        return (f"--rollout_steps={config.rollout_steps}: the rollouts need {needed / GIB:,.1f} GiB on {host} "
-                f"({ranks_on_host} rank(s) x ({replay_per_rank / GIB:,.1f} GiB of rollout + {own}) and "
-                f"{available[0] / GIB:,.1f} GiB is available "
-                f"({available[1]}); use fewer ranks per host, fewer --num_envs or fewer --rollout_steps")
-    text = (f"--replay_capacity={config.replay_capacity}: the replay memories need {needed / GIB:,.1f} GiB on "
-            f"{host} ({ranks_on_host} rank(s) x ({replay_per_rank / GIB:,.1f} GiB of replay + {own}) and "
-            f"{available[0] / GIB:,.1f} GiB is available ({available[1]})")
-    remedies = ["fewer ranks per host"] if ranks_on_host > 1 else []
-    if config.counts_per_rank and ranks_on_host > 1:
-        remedies.append("--nocounts_per_rank (which splits --replay_capacity over the ranks)")
-    remedies.append("a smaller --replay_capacity")
-    return f"{text}; use " + (f"{', '.join(remedies[:-1])} or {remedies[-1]}" if len(remedies) > 1 else remedies[0])
+    remedies = memory.remedies
+    return (f"{memory.flag}: {memory.plural} need {needed / GIB:,.1f} GiB on {host} ({ranks_on_host} rank(s) x "
+            f"({replay_per_rank / GIB:,.1f} GiB of {memory.name} + {own}) and {available[0] / GIB:,.1f} GiB is "
+            f"available ({available[1]}); use "
+            + (f"{', '.join(remedies[:-1])} or {remedies[-1]}" if len(remedies) > 1 else remedies[0]))
 
 
 def smaps_fields(smaps_rollup: str) -> dict:
@@ -175,9 +143,10 @@ def check_replay_fits(config, spec, num_envs: int, capacity: int, world) -> None
     and every rank learns every host's answer, so a job that does not fit stops on every rank at once
     (ConfigError, which rank 0 reports in one line) and rank 0 names the worst host; near the limit rank 0
     warns."""
+    from hvd_dqn.agent.factory import memory_bytes
     from hvd_dqn.run import distributed
 
-    replay = replay_bytes(config, spec, num_envs, capacity)
+    replay = memory_bytes(config, spec, num_envs, capacity)
     margin = rank_margin(config)
     if config.elastic:
         # A worker that joins builds its trainer while the others train: a collective here would wait for them

@@ -20,7 +20,8 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 from absl import logging
 
-from hvd_dqn.rank_split import rank_count_caution, scales_schedules
+from hvd_dqn.rank_split import (rank_count_caution, scales_schedules, unscaled_schedules_warning,
+                                update_counted_schedules)
 from hvd_dqn.run import distributed
 
 CSV_COLUMNS = (
@@ -248,21 +249,19 @@ def _format(value):
     return value
 
 
-def log_settings(config, replay, schedules, world_size: int, logdir: str) -> None:
-    """Rank 0, once per job: the replay memory's size, every setting and the schedules as the ranks run them
-    on the console, and the settings in <logdir>/config.json (which the evaluation, export and plots read)."""
-    logging.info("%s: %s transitions per rank, %d bytes per transition",
-                 "rollout" if config.agent == "pqn" else "replay memory", f"{replay.capacity:,}",
-                 replay.bytes_per_transition)
+def log_settings(config, memory_name: str, memory, world_size: int, logdir: str) -> None:
+    """Rank 0, once per job: the size of what the agent learns from (`memory_name`: its replay memory or rollout),
+    every setting and the schedules as the ranks run them on the console, and the settings in
+    <logdir>/config.json (which the evaluation, export and plots read)."""
+    logging.info("%s: %s transitions per rank, %d bytes per transition", memory_name, f"{memory.capacity:,}",
+                 memory.bytes_per_transition)
     logging.info("settings:\n%s", config.to_json())
     if scales_schedules(config):
-        logging.info("--scale_schedules_by_workers, %d ranks: %s", world_size, schedules)
-    elif config.agent == "dqn" and config.rank_scaling == "batch" and world_size > 1 and not config.elastic:
-        # Legitimate, but the worst rule the scaling study measured (CartPole, 4 ranks: no seed of 3 solved).
-        logging.warning("--rank_scaling=batch with %d ranks makes %d times fewer updates per env step, so "
-                        "--target_update_period and the step-size warm-up and decay (counted in updates) span "
-                        "%d times the env steps they span at one rank; --scale_schedules_by_workers keeps "
-                        "them on one rank's clock", world_size, world_size, world_size)
+        logging.info("--scale_schedules_by_workers, %d ranks: %s", world_size,
+                     update_counted_schedules(config, world_size))
+    warning = unscaled_schedules_warning(config, world_size)
+    if warning:
+        logging.warning("%s", warning)
     caution = rank_count_caution(config, world_size)
     if caution:
         logging.warning("%s", caution)

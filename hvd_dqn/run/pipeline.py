@@ -28,7 +28,8 @@ from typing import Deque, List, Optional
 
 import tensorflow as tf
 
-from hvd_dqn.run.acting_side import ActingSide, Experience
+from hvd_dqn.agent.interface import Experience
+from hvd_dqn.run.acting import Acting
 
 
 def lead_iterations(lead_env_steps: int, env_steps_per_iteration: int, iterations_per_update: float) -> int:
@@ -48,7 +49,7 @@ class ActingPipeline:
     """One rank's acting thread and its queue. Iterations count from 1 at `start`, the job's env steps then
     being `start_env_steps`; each iteration is `env_steps_per_iteration` of the job's env steps."""
 
-    def __init__(self, acting: ActingSide, online: tf.keras.Model, acting_network: tf.keras.Model, lead: int,
+    def __init__(self, acting: Acting, online: tf.keras.Model, acting_network: tf.keras.Model, lead: int,
                  sync_updates: int, start_env_steps: int, env_steps_per_iteration: int, updates: int):
         if lead < 0 or sync_updates < 1:
             raise ValueError(f"lead must be >= 0 and sync_updates >= 1 (got {lead}, {sync_updates})")

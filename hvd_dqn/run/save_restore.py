@@ -1,9 +1,9 @@
 """What a job keeps in its --logdir across runs: the choice of starting point (fresh or resumed), the restore,
 and the collective checkpoint write. The file format itself is `hvd_dqn.logdir.checkpoint`'s.
 
-What each rank saves of its own (its RNG states, update credit and, with --checkpoint_replay, its replay
-shard, which also holds its emulators where they can be saved) comes from its acting and learning sides; what
-is the job's (weights, optimizer, counters) from rank 0.
+What each rank saves of its own (its RNG states, its agent's `rank_state()` and, with --checkpoint_replay, its
+agent's memory as a shard, which also holds its emulators where they can be saved) comes from its acting and its
+agent; what is the job's (weights, optimizer, counters) from rank 0.
 """
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.logdir import checkpoint, storage
 from hvd_dqn.logdir.checkpoint import CheckpointError
 from hvd_dqn.run import distributed
-from hvd_dqn.run.learning_side import LearningSide
+from hvd_dqn.agent.interface import Agent
 from hvd_dqn.run.progress import Counters
 
 # Settings that decide the shapes of what a checkpoint holds, and rank_scaling and counts_per_rank, which decide
@@ -34,6 +34,10 @@ _CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space", "
                                 "layer_norm", "rollout_steps")
 
 
+# The local logdirs this process holds the lock of (`Checkpointing._lock_logdir`), by real path.
+_LOGDIR_LOCKS: Dict[str, int] = {}
+
+
 class Checkpointing:
     """One rank's part in the job's checkpoints. `store`: the object-store mirror of --logdir, or None;
     `logdir`: where files are written first (the mirror's local folder, or --logdir itself)."""
@@ -42,7 +46,6 @@ class Checkpointing:
         self.config = config
         self.store = store
         self.logdir = logdir
-        self._logdir_lock = None  # rank 0's lock on a local logdir (_lock_logdir)
 
     # --- starting -----------------------------------------------------------------------------------------
     def check_shared_logdir(self, world) -> None:
@@ -75,7 +78,7 @@ class Checkpointing:
                               f"({', '.join(blind)} cannot see rank 0's files); put it on "
                               "a shared file system or leave out --checkpoint_replay")
 
-    def restore_or_broadcast(self, world, learning: LearningSide, acting_rng: np.random.Generator
+    def restore_or_broadcast(self, world, agent: Agent, acting_rng: np.random.Generator
                              ) -> Tuple[Optional[Counters], Optional[Dict[str, np.ndarray]]]:
         """Collective. With --resume (or --auto_resume and a checkpoint to resume), rank 0 loads the newest
         checkpoint that reads back whole (skipping, with a warning naming each, any that are corrupt); then
@@ -86,18 +89,18 @@ class Checkpointing:
         if world.is_chief:
             problem = self._lock_logdir()
             if problem is None:
-                resume_from, counters, problem = self._choose_starting_point(learning)
+                resume_from, counters, problem = self._choose_starting_point(agent)
         problem = distributed.broadcast_object(problem, "resume_problem")
         resume_from = distributed.broadcast_object(resume_from, "resume_path")
         if problem:
             raise ConfigError(problem)
         counters = distributed.broadcast_object(counters, "resume_counters")
         # Horovod: every rank starts from rank 0's weights, target weights and optimizer state.
-        distributed.broadcast_from_chief(learning.learner.synchronized_variables)
+        distributed.broadcast_from_chief(agent.synchronized_variables)
         if counters is None:
             return None, None
         resumed = Counters.from_saved(counters)
-        acting_state = self._restore_rank_state(world, resume_from, counters, resumed, learning, acting_rng)
+        acting_state = self._restore_rank_state(world, resume_from, counters, resumed, agent, acting_rng)
         return resumed, acting_state
 
     def complete_checkpoints(self) -> List[str]:
@@ -113,6 +116,9 @@ class Checkpointing:
         copy is a folder of this process's own. Returns the problem, or None."""
         if self.store or self.config.elastic:
             return None
+        held = os.path.realpath(self.logdir)
+        if held in _LOGDIR_LOCKS:  # this process's own earlier run (hvd_dqn.runner: a train, then a resume)
+            return None
         descriptor = os.open(self.logdir, os.O_RDONLY)
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -123,14 +129,14 @@ class Checkpointing:
         except OSError:  # a file system without flock (some network mounts): train unguarded, as before
             os.close(descriptor)
             return None
-        self._logdir_lock = descriptor  # held until the process exits
+        _LOGDIR_LOCKS[held] = descriptor  # held until the process exits
         return None
 
-    def _choose_starting_point(self, learning: LearningSide):
+    def _choose_starting_point(self, agent: Agent):
         """Rank 0: (checkpoint to resume or None, its counters, problem or None)."""
         existing = self.complete_checkpoints()
         if self.config.resume or (self.config.auto_resume and existing):
-            resume_from, counters, problem = self._load_newest_readable_checkpoint(learning)
+            resume_from, counters, problem = self._load_newest_readable_checkpoint(agent)
             if problem:
                 problem = f"{'--resume' if self.config.resume else '--auto_resume'}: {problem}"
             return resume_from, counters, problem
@@ -141,7 +147,7 @@ class Checkpointing:
                                 "--logdir")
         return None, None, None
 
-    def _load_newest_readable_checkpoint(self, learning: LearningSide):
+    def _load_newest_readable_checkpoint(self, agent: Agent):
         """Rank 0: (path, counters, None) for the newest complete checkpoint that loads, or (None, None, why).
         A stored checkpoint's path is its URL; it is read from a local copy."""
         candidates = self.complete_checkpoints()[::-1]
@@ -158,13 +164,13 @@ class Checkpointing:
             if problem:
                 return None, None, f"{path} {problem}"
             try:
-                return path, checkpoint.restore(local, learning.learner.checkpoint_items()), None
+                return path, checkpoint.restore(local, agent.checkpoint_items()), None
             except Exception as error:  # TensorFlow reports damaged files with several error types
                 logging.warning("skipping checkpoint %s: it does not load (%s)", path, checkpoint.first_line(error))
         return None, None, (f"none of the {len(candidates)} complete checkpoints under "
                             f"{checkpoint.checkpoint_root(self.config.logdir)} loads (see the warnings above)")
 
-    def _restore_rank_state(self, world, path: str, counters: dict, resumed: Counters, learning: LearningSide,
+    def _restore_rank_state(self, world, path: str, counters: dict, resumed: Counters, agent: Agent,
                             acting_rng: np.random.Generator) -> Optional[Dict[str, np.ndarray]]:
         """Collective: each rank takes back its RNG states, its update credit and (with --checkpoint_replay)
         its replay shard, with the acting state saved in it (returned; None if there is none). Re-sharding
@@ -175,7 +181,7 @@ class Checkpointing:
         if saved is not None:
             acting_rng.bit_generator.state = saved["rng"]
             if "sample_rng" in saved:  # checkpoints before the sampling stream had its own generator lack it
-                learning.sample_rng.bit_generator.state = saved["sample_rng"]
+                agent.sample_rng.bit_generator.state = saved["sample_rng"]
         problem, restored, acting_state = None, None, None
         shard = checkpoint.replay_shard_path(path, world.rank)
         if self.config.checkpoint_replay and self.store:  # every rank copies its own shard, if stored
@@ -184,7 +190,7 @@ class Checkpointing:
                 shard = local_shard if self.store.fetch_shard(shard, local_shard) else shard
             except storage.StorageError as error:
                 problem = str(error)
-        replay = learning.replay
+        replay = agent.memory
         if self.config.checkpoint_replay and os.path.exists(shard) and problem is None:
             try:
                 acting_state = replay.load(shard) or None
@@ -192,9 +198,7 @@ class Checkpointing:
                 if acting_state is None:
                     # The envs restart with new episodes (the trainer resets them): end the stored ones here.
                     replay.cut_episodes()
-                # Env steps already stored but not yet paid for with updates; with an empty memory instead,
-                # updates restart from zero credit once it is refilled, as in a fresh run.
-                learning.update_credit = int(saved["update_credit"]) if saved is not None else 0
+                agent.load_rank_state(saved)
             except (OSError, ValueError, KeyError) as error:
                 problem = f"replay shard {shard} {error}"
         outcomes = distributed.gather_objects((problem, restored, len(replay), acting_state is not None),
@@ -227,7 +231,7 @@ class Checkpointing:
         return acting_state
 
     # --- writing ------------------------------------------------------------------------------------------
-    def write(self, world, counters: Counters, learning: LearningSide, acting_rng: np.random.Generator,
+    def write(self, world, counters: Counters, agent: Agent, acting_rng: np.random.Generator,
               acting_state: Optional[Dict[str, np.ndarray]] = None) -> None:
         """Collective: every rank reports its state (and, with --checkpoint_replay, writes its replay shard
         into the staging folder, with `acting_state`: its emulators and running episodes, so that a resumed
@@ -239,12 +243,12 @@ class Checkpointing:
         kept the replicas identical. A mismatch is logged as an error; the checkpoint holds rank 0's.
         """
         config, env_steps = self.config, counters.env_steps
-        shard_error = (self._write_replay_shard(world, env_steps, learning.replay, acting_state)
+        shard_error = (self._write_replay_shard(world, env_steps, agent.memory, acting_state)
                        if config.checkpoint_replay else None)
-        rank_state = dict(weights_digest=distributed.weights_digest(learning.learner.online.variables),
-                          rng=acting_rng.bit_generator.state, sample_rng=learning.sample_rng.bit_generator.state,
-                          update_credit=learning.update_credit,
-                          replay_digest=learning.replay.digest() if config.checkpoint_replay else None,
+        rank_state = dict(weights_digest=distributed.weights_digest(agent.online.variables),
+                          rng=acting_rng.bit_generator.state, sample_rng=agent.sample_rng.bit_generator.state,
+                          **agent.rank_state(),
+                          replay_digest=agent.memory.digest() if config.checkpoint_replay else None,
                           error=shard_error)
         rank_states = distributed.gather_objects(rank_state, "rank_states")
         problem = next((state["error"] for state in rank_states if state["error"]), None)
@@ -256,12 +260,12 @@ class Checkpointing:
                               "gradient allreduce is not in effect", f"{env_steps:,}", digests)
             saved_counters = dict(dataclasses.asdict(counters), world_size=world.size,
                                   replica_weight_digests=digests, time=time.time(),
-                                  rank_states=[{key: state[key] for key in ("rng", "sample_rng", "update_credit",
-                                                                            "replay_digest")}
+                                  rank_states=[{key: value for key, value in state.items()
+                                                if key not in ("weights_digest", "error")}
                                                for state in rank_states])
             try:
                 # A mirror keeps only the newest checkpoint locally; the store keeps --keep_checkpoints.
-                path = checkpoint.save(self.logdir, learning.learner.checkpoint_items(), saved_counters,
+                path = checkpoint.save(self.logdir, agent.checkpoint_items(), saved_counters,
                                        config.to_json(), 1 if self.store else config.keep_checkpoints)
                 if self.store:
                     path = self.store.upload_checkpoint(path, config.keep_checkpoints)

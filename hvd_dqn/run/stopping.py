@@ -50,12 +50,14 @@ class StopRules:
                          "stopping", len(recent), mean, config.stop_at_train_return, f"{counters.env_steps:,}")
         return True
 
-    def poll_every(self, num_envs: int) -> int:
-        """Iterations between two signal polls: STOP_POLL_ENV_STEPS_PER_RANK of this rank's env steps; with PQN
-        once a rollout, whose updates are a longer wait than the poll's interval anyway, and a poll per few env
-        steps (a collective each) would cost PQN's fast acting more than the rest of a step."""
-        if self.config.agent == "pqn":
-            return self.config.rollout_steps
+    @staticmethod
+    def poll_every(num_envs: int, iterations_per_cycle: int = 1) -> int:
+        """Iterations between two signal polls: STOP_POLL_ENV_STEPS_PER_RANK of this rank's env steps; for an agent
+        that learns once a cycle of several iterations (PQN: a rollout), once a cycle, whose updates are a longer
+        wait than the poll's interval anyway, and a poll per few env steps (a collective each) would cost fast
+        acting more than the rest of a step."""
+        if iterations_per_cycle > 1:
+            return iterations_per_cycle
         return max(1, -(-STOP_POLL_ENV_STEPS_PER_RANK // num_envs))
 
     def signal_to_any_rank(self, is_chief: bool) -> bool:

@@ -1,13 +1,12 @@
-"""One rank's part of a data-parallel DQN (or PQN) run: the loop, and the phases it calls by name.
+"""One rank's part of a data-parallel run: the loop, and the phases it calls by name.
 
-Every rank owns an acting side (its envs and the epsilon-greedy policy, `hvd_dqn.run.acting_side`), a learning side
-(its replay memory and the updates its env steps pay for, `hvd_dqn.run.learning_side`) and a replica of the
-Q-network. Each iteration every env of every rank steps once, the steps are stored and the updates they bought are
-made, in which Horovod averages the gradients of all ranks' minibatches. With --agent=pqn the learning side is
-`hvd_dqn.run.rollout_side.RolloutSide`: the steps fill a rollout, whose updates come once it is full. Acting runs in
-order with learning or ahead of it on a thread of its own (`--pipeline`, on by default for Atari;
-`hvd_dqn.run.pipeline`). Rank 0 broadcasts the initial state and alone writes checkpoints, metrics and TensorBoard
-events; when a run stops early is `hvd_dqn.run.stopping`'s to say.
+Every rank owns its acting (its envs and the epsilon-greedy policy, `hvd_dqn.run.acting`) and an agent (DQN or
+PQN, `hvd_dqn.agent.interface.Agent`: what it learns from, when it updates, and a replica of the Q-network). Each
+iteration every env of every rank steps once, the agent stores the steps and makes the updates now due, in which
+Horovod averages the gradients of all ranks' minibatches. The trainer knows the agent only through its interface.
+Acting runs in order with learning or ahead of it on a thread of its own (`--pipeline`, on by default for Atari
+with DQN; `hvd_dqn.run.pipeline`). Rank 0 broadcasts the initial state and alone writes checkpoints, metrics and
+TensorBoard events; when a run stops early is `hvd_dqn.run.stopping`'s to say.
 """
 from __future__ import annotations
 
@@ -18,26 +17,23 @@ import tensorflow as tf
 from absl import logging
 
 from hvd_dqn.agent.episodes import run_episodes
-from hvd_dqn.agent.optimizers import current_learning_rate
-from hvd_dqn.agent.networks import q_network_for
-from hvd_dqn.agent.policy import EpsilonGreedyActor, RolloutActor
-from hvd_dqn.agent.schedules import LinearSchedule, apex_epsilons, update_counted_schedules
+from hvd_dqn.agent.factory import acts_ahead, make_agent
+from hvd_dqn.agent.interface import Experience
+from hvd_dqn.agent.policy import EpsilonGreedyActor
+from hvd_dqn.agent.schedules import LinearSchedule, apex_epsilons
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_outside_python
 from hvd_dqn.logdir import storage
-from hvd_dqn.rank_split import check_world, pqn_minibatch_size, rank_share
-from hvd_dqn.replay.rollout import Rollout
+from hvd_dqn.rank_split import check_world, rank_share
 from hvd_dqn.run import distributed
-from hvd_dqn.run.acting_side import ActingSide, Experience
+from hvd_dqn.run.acting import Acting
 from hvd_dqn.run.elastic import run_elastic
-from hvd_dqn.run.learning_side import LearningSide, make_learner, make_pqn_learner, make_replay_memory
 from hvd_dqn.run.memory_check import check_replay_fits
 from hvd_dqn.run.metrics import EpisodeTracker, MetricsWriter, RankMetrics, log_settings
 from hvd_dqn.run.pipeline import ActingPipeline, lead_iterations
 from hvd_dqn.run.progress import Counters, StopSignals, TrainingClock
-from hvd_dqn.run.rollout_side import RolloutSide
-from hvd_dqn.run.stopping import StopRules
 from hvd_dqn.run.save_restore import Checkpointing
+from hvd_dqn.run.stopping import StopRules
 
 
 class Trainer:
@@ -45,9 +41,7 @@ class Trainer:
 
     def __init__(self, config: TrainConfig):
         self.config = config
-        # PQN acts in order: each rollout is collected by the network it is then learned from.
-        self.use_pipeline = config.agent == "dqn" and (
-            config.pipeline == "on" or (config.pipeline == "auto" and steps_outside_python(config.env_id)))
+        self.use_pipeline = acts_ahead(config, steps_outside_python(config.env_id))
         # Horovod: one process per rank, its threads (and GPU) set before TensorFlow runs an op. The pipeline's
         # acting thread needs an inter-op thread of its own beside the learner's ops (with one, its inference fell
         # from 378 to 40 per second beside a Nature-CNN update; with two it ran at 337).
@@ -76,30 +70,14 @@ class Trainer:
         env = make_env_for(config, num_envs, self.world.local_size)
         spec = spec_of(env)
         check_replay_fits(config, spec, num_envs, replay_capacity, self.world)  # before anything big is allocated
-        self.schedules = update_counted_schedules(config, self.world.size)
         self.rank_metrics = RankMetrics()
-        online = q_network_for(config, spec, "online")
-        if config.agent == "pqn":  # acting in order with the online network, from a copy taken once a rollout
-            self.learner = make_pqn_learner(config, online, self.world.size)
-            actor = RolloutActor(online, spec.num_actions, self.rng)
-            rollout = Rollout(config.rollout_steps, num_envs, spec.observation_shape, spec.observation_dtype)
-            self.learning = RolloutSide(config, self.learner, rollout, sample_rng, self.rank_metrics,
-                                        pqn_minibatch_size(config, self.world.size), actor.network_changed)
-        else:
-            self.learner = make_learner(config, online, q_network_for(config, spec, "target"), self.world.size)
-            self.learning = LearningSide(config, self.learner,
-                                         make_replay_memory(config, spec, num_envs, replay_capacity), sample_rng,
-                                         num_envs, self.rank_metrics, self.schedules.target_update_period)
-            # The pipeline's acting thread gets a Q-network of its own, which the learner's weights reach at
-            # fixed points; acting in order uses the online network itself.
-            actor = EpsilonGreedyActor(q_network_for(config, spec, "acting") if self.use_pipeline else online,
-                                       spec.num_actions, self.rng)
-        self.acting = ActingSide(env, actor, LinearSchedule(config.epsilon_start, config.epsilon_end,
-                                                            config.epsilon_decay_env_steps,
-                                                            config.epsilon_decay_start_env_steps))
-        self.evaluation_actor = EpsilonGreedyActor(online, spec.num_actions, self.rng)  # the learner's weights
+        self.agent = make_agent(config, spec, num_envs, replay_capacity, self.world.size, sample_rng, self.rank_metrics)
+        self.acting = Acting(env, self.agent.make_actor(self.rng, own_network=self.use_pipeline),
+                             LinearSchedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_env_steps,
+                                            config.epsilon_decay_start_env_steps))
+        self.evaluation_actor = EpsilonGreedyActor(self.agent.online, spec.num_actions, self.rng)  # the learner's
         self.eval_env = None
-        self.take_place_in_world()
+        self.join_world()
 
         self.counters = Counters()
         self.clock = TrainingClock()  # seconds of training, continued across resumes
@@ -133,7 +111,7 @@ class Trainer:
     def start(self) -> None:
         """Collective, once per job: agree on the log folder and the starting point (fresh or resumed)."""
         self.checkpoints.check_shared_logdir(self.world)
-        resumed, acting_state = self.checkpoints.restore_or_broadcast(self.world, self.learning, self.rng)
+        resumed, acting_state = self.checkpoints.restore_or_broadcast(self.world, self.agent, self.rng)
         self.acting.actor.network_changed()  # restored or broadcast weights
         if resumed is not None:
             self.counters = resumed
@@ -155,7 +133,7 @@ class Trainer:
                             self.world.rank, type(error).__name__, str(error)[:200])
             self.episodes = EpisodeTracker(self.acting.num_envs)
             self.acting.observation = None
-            self.learning.replay.cut_episodes()  # the stored episodes will not go on
+            self.agent.memory.cut_episodes()  # the stored episodes will not go on
 
     def train(self) -> Counters:
         """Collective: the loop from the current counters to the end of training. Under --elastic it is
@@ -177,7 +155,7 @@ class Trainer:
 
     def step(self) -> None:
         """Collective: one iteration (also what the benchmark times): every env of every rank steps once, the
-        steps are stored and the updates they paid for are made."""
+        agent stores the steps and makes the updates now due."""
         env_steps_before = self.counters.env_steps
         self.counters.env_steps += self.env_steps_per_iteration
         if self.pipeline is not None:
@@ -189,10 +167,10 @@ class Trainer:
     # --- the phases of an iteration --------------------------------------------------------------------------
     def _store_and_learn(self, experience: Experience) -> None:
         self._store(experience)
-        self.learning.learn(self.counters.env_steps, self.counters)
+        self.agent.learn(self.counters.env_steps, self.counters)
 
     def _store(self, experience: Experience) -> None:
-        reward, done = self.learning.store(experience)
+        reward, done = self.agent.store(experience)
         finished_envs, finished_returns, finished_lengths = self.episodes.step(reward, done)
         if len(finished_envs):
             self.rank_metrics.record_episodes(self.counters.env_steps, finished_envs, finished_returns,
@@ -231,8 +209,8 @@ class Trainer:
     def _stop_by_signal(self, iteration: int) -> bool:
         """Collective, every few iterations: whether any rank received SIGTERM or SIGINT; then every rank
         stops together. With the pipeline the run ends a few iterations later, at the same one on every rank,
-        once the steps acting had already made are stored and paid for."""
-        if self.stop_at_iteration is None and iteration % self.stop_rules.poll_every(self.acting.num_envs) == 0 \
+        once the steps acting had already made are stored and learned from."""
+        if self.stop_at_iteration is None and iteration % self.stop_rules.poll_every(self.acting.num_envs, self.agent.iterations_per_cycle) == 0 \
                 and self.stop_rules.signal_to_any_rank(self.world.is_chief):
             self.stop_at_iteration = self.pipeline.stop_soon() if self.pipeline is not None else iteration
         return self.stop_at_iteration is not None and iteration >= self.stop_at_iteration
@@ -242,10 +220,9 @@ class Trainer:
         """Starts the pipeline's acting thread from the current weights and counters (with --pipeline)."""
         if not self.use_pipeline:
             return
-        iterations_per_update = self.config.train_frequency / (self.acting.num_envs
-                                                               * self.learning.ranks_sharing_an_update)
+        iterations_per_update = self.agent.iterations_per_update(self.acting.num_envs)
         lead = lead_iterations(self.config.pipeline_lead_env_steps, self.env_steps_per_iteration, iterations_per_update)
-        self.pipeline = ActingPipeline(self.acting, self.learner.online, self.acting.actor.q_network,
+        self.pipeline = ActingPipeline(self.acting, self.agent.online, self.acting.actor.q_network,
                                        lead=lead, sync_updates=self.config.pipeline_sync_updates,
                                        start_env_steps=self.counters.env_steps,
                                        env_steps_per_iteration=self.env_steps_per_iteration,
@@ -268,7 +245,7 @@ class Trainer:
 
     def end_acting(self) -> None:
         """Stops the acting thread. Steps it made that were not taken (only when the loop ended by an error: an
-        elastic failure) are stored, since the envs moved on; they are not paid for with updates."""
+        elastic failure) are stored, since the envs moved on; they are not learned from."""
         if self.pipeline is None:
             return
         left, self.pipeline = self.pipeline.close(), None
@@ -313,7 +290,7 @@ class Trainer:
             self.writer = None
             self._upload_logs()
         self.acting.close()
-        self.learning.close()
+        self.agent.close()
 
     # --- evaluation, logging and checkpoints -------------------------------------------------------------------
     def evaluate_during_training(self) -> float:
@@ -340,7 +317,7 @@ class Trainer:
             else self.acting.epsilon_schedule(max(0, self.counters.env_steps - self.env_steps_per_iteration))
         row = dict(window, env_steps=self.counters.env_steps, updates=self.counters.updates,
                    episodes=self.counters.episodes, epsilon=epsilon,
-                   learning_rate=current_learning_rate(self.learner.optimizer), wall_time_s=self.clock.seconds())
+                   learning_rate=self.agent.current_learning_rate(), wall_time_s=self.clock.seconds())
         self.writer.write(row, eval_return_mean=eval_return)
         self._upload_logs()
 
@@ -362,7 +339,7 @@ class Trainer:
         acting_state = self.acting.state()
         if acting_state is not None:
             acting_state.update(self.episodes.state())
-        self.checkpoints.write(self.world, self.counters, self.learning, self.rng, acting_state)
+        self.checkpoints.write(self.world, self.counters, self.agent, self.rng, acting_state)
         self.last_checkpoint_env_steps = self.counters.env_steps
 
     def log_start(self) -> None:
@@ -374,16 +351,17 @@ class Trainer:
         if self.settings_logged:  # entered again after a change of world (--elastic)
             return
         self.settings_logged = True
-        log_settings(self.config, self.learning.replay, self.schedules, self.world.size, self.logdir)
+        log_settings(self.config, self.agent.memory_name, self.agent.memory, self.world.size, self.logdir)
         self._upload_logs()
 
     # --- the world -------------------------------------------------------------------------------------------
-    def take_place_in_world(self) -> None:
-        """What depends on this rank's place in the world: the update share, Ape-X's per-env epsilons and the
-        evaluation envs (both split over ranks). Done at start-up and, with --elastic, after every change."""
+    def join_world(self) -> None:
+        """What depends on this rank's place in the world: the agent's share of the updates, Ape-X's per-env
+        epsilons and the evaluation envs (both split over ranks). Done at start-up and, with --elastic, after every
+        change."""
         config, world = self.config, self.world
         check_world(config, world.size)
-        self.learning.share_updates_over(world.size)
+        self.agent.join_world(world.size)
         self.acting.env_epsilons = None  # with Ape-X exploration: this rank's share of the fixed per-env epsilons
         if config.apex_exploration:
             num_envs = self.acting.num_envs

@@ -78,7 +78,8 @@ def exchange_in_update(config, batch_size: int, seconds: float, rounds: int, act
     from hvd_dqn.agent.networks import q_network_for
     from hvd_dqn.envs import probe_spec
     from hvd_dqn.tools.training_modes import fill_replay
-    from hvd_dqn.run.learning_side import make_learner, make_replay_memory
+    from hvd_dqn.agent.dqn.agent import make_replay_memory
+    from hvd_dqn.agent.dqn.learner import DQNLearner
 
     if config.mixed_precision:
         raise ValueError(MIXED_PRECISION_UNMEASURABLE)
@@ -88,10 +89,10 @@ def exchange_in_update(config, batch_size: int, seconds: float, rounds: int, act
     replay = make_replay_memory(config, spec, num_envs=1, capacity=min(config.replay_capacity, 20_000))
     fill_replay(replay, spec, 1, rng)
     size = hvd.size()
-    learners = {"exchanged": make_learner(config, *(q_network_for(config, spec, name) for name in ("online", "target")),
-                                          size),
-                "alone": make_learner(config, *(q_network_for(config, spec, name) for name in ("online", "target")),
-                                      size, distributed=False)}
+    learners = {"exchanged": DQNLearner.from_config(config, *(q_network_for(config, spec, name)
+                                                              for name in ("online", "target")), size),
+                "alone": DQNLearner.from_config(config, *(q_network_for(config, spec, name)
+                                                          for name in ("online", "target")), size, distributed=False)}
     for learner in learners.values():  # every rank starts from rank 0's weights, as in training
         hvd.broadcast_variables(learner.synchronized_variables, root_rank=0)
 

@@ -47,6 +47,7 @@ import sys
 
 from absl import app, flags
 
+from hvd_dqn.agent.factory import learns_from_replay
 from hvd_dqn.cli import fail, flags_parser
 from hvd_dqn.config import ConfigError
 from hvd_dqn.flags import config_from_flags, define_flags
@@ -77,8 +78,8 @@ def main(argv) -> None:
         config = config_from_flags(check_logdir_writable=False)
     except ConfigError as error:
         _fail(str(error))
-    if config.agent != "dqn":
-        _fail(f"--agent={config.agent}: the stage benchmark measures DQN's stages (replay, target network); for PQN "
+    if not learns_from_replay(config):
+        _fail("--agent=pqn: the stage benchmark measures DQN's stages (replay, target network); for PQN "
               "use python -m hvd_dqn.tools.benchmark_workers, which times real training runs")
     if FLAGS.round_seconds <= 0 or FLAGS.rounds <= 0:
         _fail("--round_seconds and --rounds must be positive")

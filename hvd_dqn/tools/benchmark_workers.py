@@ -31,7 +31,8 @@ import sys
 import tempfile
 
 from hvd_dqn.config import ConfigError
-from hvd_dqn.rank_split import pqn_rank_envs, problem_with_runs, rank_learning_starts
+from hvd_dqn.agent.factory import learns_from_replay
+from hvd_dqn.rank_split import env_steps_before_first_update, problem_with_runs, rank_learning_starts
 from hvd_dqn.run import distributed
 
 PROGRAM = "hvd_dqn.tools.benchmark_workers"
@@ -55,9 +56,7 @@ def fill_env_steps(config, workers: int) -> int:
     """The job's env steps before the first update: every rank holds its --learning_starts transitions (its
     share of the job's, or its own with --counts_per_rank), all ranks filling alike. PQN (--agent=pqn) first
     updates once its first rollout is full."""
-    if config.agent == "pqn":
-        return config.rollout_steps * pqn_rank_envs(config, workers) * workers
-    return rank_learning_starts(config, workers) * workers
+    return env_steps_before_first_update(config, workers)
 
 
 def command_for(workers: int, args, logdir: str, total_env_steps: int, log_interval: int, train_flags) -> list:
@@ -121,7 +120,7 @@ def corun_flags(config, workers: int, job_num_envs) -> list:
     """The flags that make a one-worker run do one rank's work of `workers` (tools/corun.py), or why not."""
     from hvd_dqn.tools import corun
 
-    if config.agent == "pqn":
+    if not learns_from_replay(config):
         raise BenchmarkError("--corun: not yet available with --agent=pqn (the lone runs' flags are DQN's)")
     try:
         return corun.rank_alone_flags(config, workers, job_num_envs)

@@ -27,7 +27,7 @@ def rank_alone_flags(config: TrainConfig, workers: int, job_num_envs=None) -> Li
     """hvd_dqn.train flags under which one worker does what one rank of a `workers`-rank job of `config` does:
     its share of the envs, replay and learning start, its minibatch and update frequency, and its target copies
     (the schedule the rank runs, divided by the ranks under --scale_schedules_by_workers)."""
-    from hvd_dqn.agent.schedules import update_counted_schedules
+    from hvd_dqn.rank_split import update_counted_schedules
 
     if counts_are_per_rank(config):
         flags = [f"--num_envs={job_num_envs // workers}"] if job_num_envs else []

@@ -27,6 +27,7 @@ import sys
 import tempfile
 from types import SimpleNamespace
 
+from hvd_dqn.agent.factory import learns_from_replay
 from hvd_dqn.tools.benchmark_workers import (BenchmarkError, command_for, parse_workers, resolved_config, run_once,
                                        summarise, write_report)
 from hvd_dqn.rank_split import counts_are_per_rank, problem_with_runs
@@ -238,7 +239,7 @@ def paper(config, args) -> dict:
     spec = probe_spec(config)
     network = q_network_for(config, spec, "online")
     gradient_bytes = 4 * int(network.count_params())
-    if config.agent == "pqn":
+    if not learns_from_replay(config):  # PQN
         rows = cost_formula.pqn_paper_rows(gradient_bytes, config.num_envs * config.rollout_steps,
                                            config.update_epochs * config.num_minibatches, args.env_steps)
         assumptions = {**cost_formula.PQN_GPU_ASSUMPTIONS, **cost_formula.GPU_ASSUMPTIONS}
@@ -344,8 +345,8 @@ def main(argv=None) -> int:
             costs_part(args, train_flags)
             return 0
         config = resolved_config(args.flagfile, train_flags)
-        if config.agent != "dqn" and not args.paper:
-            raise BenchmarkError(f"--agent={config.agent}: this machine's costs are measured for DQN's update (a "
+        if not learns_from_replay(config) and not args.paper:
+            raise BenchmarkError("--agent=pqn: this machine's costs are measured for DQN's update (a "
                                  "replay minibatch every --train_frequency env steps); for PQN, --paper predicts "
                                  "GPUs and hvd_dqn.tools.benchmark_workers measures workers here")
         if args.paper:

@@ -46,6 +46,8 @@ from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
+from hvd_dqn.agent.factory import learns_from_replay
+
 PROGRAM = "hvd_dqn.tools.noise_scale"
 
 
@@ -120,14 +122,15 @@ class CheckpointGradients:
         from hvd_dqn.agent.schedules import LinearSchedule
         from hvd_dqn.envs import probe_spec
         from hvd_dqn.rank_split import rank_share
-        from hvd_dqn.run.learning_side import make_learner, make_replay_memory
+        from hvd_dqn.agent.dqn.agent import make_replay_memory
+        from hvd_dqn.agent.dqn.learner import DQNLearner
 
         self.config = config
         self.rank_batch = rank_batch_size(config, world_size)
         spec = probe_spec(config)
         num_envs, capacity = rank_share(config, world_size)
-        self.learner = make_learner(config, q_network_for(config, spec, "online"),
-                                    q_network_for(config, spec, "target"), world_size, distributed=False)
+        self.learner = DQNLearner.from_config(config, q_network_for(config, spec, "online"),
+                                              q_network_for(config, spec, "target"), world_size, distributed=False)
         self.replay = make_replay_memory(config, spec, num_envs, capacity)
         self.priority_beta = LinearSchedule(config.priority_beta_start, 1.0, config.total_env_steps)
 
@@ -292,8 +295,8 @@ def measure_run(args):
         config = TrainConfig.from_json(checkpoint.read_config_json(paths[-1]))
     except (OSError, ValueError, TypeError) as error:
         raise NoiseScaleError(f"{paths[-1]}: its config.json is unreadable ({error})") from None
-    if config.agent != "dqn":
-        raise NoiseScaleError(f"{args.logdir}: an --agent={config.agent} run; the noise scale is measured on DQN's "
+    if not learns_from_replay(config):
+        raise NoiseScaleError(f"{args.logdir}: an --agent=pqn run; the noise scale is measured on DQN's "
                               "replayed minibatches (PQN's minibatch does not grow with the ranks)")
     counters = checkpoint.read_counters(paths[-1])
     world_size = int(counters.get("world_size") or len(counters.get("rank_states") or []) or 1)

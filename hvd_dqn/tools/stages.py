@@ -17,12 +17,12 @@ def stage_rates(config, seconds: float, rounds: int, argv) -> dict:
     `argv`: the benchmark's own command line, which the full-training child process is started with."""
     import tensorflow as tf
 
-    from hvd_dqn.agent.learner import DQNLearner, huber, td_targets
-    from hvd_dqn.agent.optimizers import make_optimizer
+    from hvd_dqn.agent.distributed_update import huber
+    from hvd_dqn.agent.dqn.agent import make_replay_memory
+    from hvd_dqn.agent.dqn.learner import DQNLearner, td_targets
     from hvd_dqn.agent.networks import q_network_for
     from hvd_dqn.agent.policy import EpsilonGreedyActor, act_and_store
     from hvd_dqn.envs import env_seeds, make_env_for, spec_of
-    from hvd_dqn.run.learning_side import make_replay_memory
 
     tf.keras.utils.set_random_seed(config.seed)
     rng = np.random.default_rng(config.seed)
@@ -81,9 +81,11 @@ def stage_rates(config, seconds: float, rounds: int, argv) -> dict:
 
     # --- the learner: the project's update against a plain Keras step on the same network and batch ------
     target = q_network_for(config, spec, "target")
-    learner = DQNLearner(online, target, make_optimizer(config.learning_rate, config.adam_epsilon,
-                                                        config.max_grad_norm, 1, False, 0),
-                         config.double_dqn, config.huber_delta)
+    # The project's update with Adam at a constant step size, as the plain Keras step below takes it.
+    adam = dataclasses.replace(config, optimizer="adam", layer_adaptation=False, learning_rate_end=None,
+                               lr_decay_updates=0, mixed_precision=False, fp16_allreduce=False, xla=False,
+                               loss="huber")
+    learner = DQNLearner.from_config(adam, online, target, 1)
     batch = replay.sample(config.batch_size, rng)
     plain_online = tf.keras.models.clone_model(online)
     plain_target = tf.keras.models.clone_model(target)
@@ -185,7 +187,8 @@ def cost_model_costs(config, env_counts, batch_sizes, seconds: float, rounds: in
     from hvd_dqn.agent.networks import q_network_for
     from hvd_dqn.agent.policy import EpsilonGreedyActor, act_and_store
     from hvd_dqn.envs import env_seeds, make_env_for, probe_spec
-    from hvd_dqn.run.learning_side import make_learner, make_replay_memory
+    from hvd_dqn.agent.dqn.agent import make_replay_memory
+    from hvd_dqn.agent.dqn.learner import DQNLearner
 
     tf.keras.utils.set_random_seed(config.seed)
     rng = np.random.default_rng(config.seed)
@@ -210,7 +213,7 @@ def cost_model_costs(config, env_counts, batch_sizes, seconds: float, rounds: in
 
     replay = make_replay_memory(config, spec, num_envs=1, capacity=min(config.replay_capacity, replay_rows))
     fill_replay(replay, spec, 1, rng)
-    learner = make_learner(config, online, target, 1)  # the update as one worker's trainer makes it
+    learner = DQNLearner.from_config(config, online, target, 1)  # the update as one worker's trainer makes it
     learning = {}
     for batch_size in batch_sizes:
         def learn_step(batch_size=batch_size):

@@ -7,7 +7,7 @@ measured on one core in a fraction of the updates:
 
 For each k, one-rank runs of the preset with k times fewer updates (--train_frequency times k) at the step size
 k ranks would use (times k by the linear rule, or sqrt(k)), and the schedules counted in updates divided by k as
-k ranks divide them (hvd_dqn.agent.schedules.update_counted_schedules): k ranks of the default, except that the
+k ranks divide them (hvd_dqn.rank_split.update_counted_schedules): k ranks of the default, except that the
 batch stays one rank's instead of k times it. Where one rank's batch is already beyond the gradient noise scale
 (python -m hvd_dqn.tools.noise_scale), the larger batch of k real ranks buys little, and the step size alone
 must make up for the fewer updates: the k at which these runs first need 1.25x the preset's env steps is then
@@ -23,6 +23,8 @@ import os
 import sys
 from typing import List, Optional
 
+from hvd_dqn.agent.factory import learns_from_replay
+
 PROGRAM = "hvd_dqn.tools.step_headroom"
 
 
@@ -31,7 +33,7 @@ def headroom_flags(config, k: int) -> List[str]:
     updates per env step, the step size k ranks get, the schedules in updates on k ranks' clock."""
     import dataclasses
 
-    from hvd_dqn.agent.schedules import learning_rate_scale, update_counted_schedules
+    from hvd_dqn.rank_split import learning_rate_scale, update_counted_schedules
 
     if k == 1:
         return []
@@ -95,8 +97,8 @@ def main(argv=None) -> int:
         if ks[0] != 1 or 0 in ks:
             raise StudyError(f"--k={args.k}: must start with 1 (the preset, the baseline) and list positive factors")
         config = scaling_study.resolved_config(args.flagfile, extra)
-        if config.agent != "dqn":
-            raise StudyError(f"--agent={config.agent}: PQN's minibatch and step size do not change with the ranks")
+        if not learns_from_replay(config):
+            raise StudyError("--agent=pqn: PQN's minibatch and step size do not change with the ranks")
         rows = []
         for k in ks:
             summary = one_rank_study(args.flagfile, args.seeds, args.target, args.budget_env_steps,

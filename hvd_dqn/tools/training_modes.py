@@ -80,7 +80,7 @@ def _training_rates(config, spec, rng: np.random.Generator, seconds: float, roun
         for trainer in trainers.values():
             trainer.end_acting()
             trainer.acting.close()
-            trainer.learning.close()
+            trainer.agent.close()
 
 
 def _full_trainer(config, spec, rng: np.random.Generator, settings: dict):
@@ -96,7 +96,7 @@ def _full_trainer(config, spec, rng: np.random.Generator, settings: dict):
         eval_interval_env_steps=0, log_interval_env_steps=0, checkpoint_interval_env_steps=0,
         total_env_steps=2**62, epsilon_start=config.epsilon_end,
         logdir=tempfile.mkdtemp(prefix="hvd_dqn_benchmark_")))
-    fill_replay(trainer.learning.replay, spec, trainer.acting.num_envs, rng)
+    fill_replay(trainer.agent.memory, spec, trainer.acting.num_envs, rng)
     trainer.acting.reset(config.seed, stream=0)
     trainer.begin_acting()
     for _ in range(3):  # past the readiness check, with the update and inference traced

@@ -17,7 +17,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np
 import tensorflow as tf
 
-from hvd_dqn.agent.learner import DQNLearner, huber, td_targets
+from hvd_dqn.agent.distributed_update import huber
+from hvd_dqn.agent.dqn.learner import DQNLearner, td_targets
+from hvd_dqn.config import TrainConfig
 from hvd_dqn.agent.optimizers import distributed_optimizer, make_optimizer
 from hvd_dqn.agent.networks import build_mlp_q_network
 from hvd_dqn.replay.memory import Batch
@@ -72,7 +74,8 @@ def main():
     if args.mode == "sgd_one":
         optimizer = distributed_optimizer(tf.keras.optimizers.SGD(learning_rate=0.1), args.fp16_allreduce)
     else:
-        optimizer = make_optimizer(1e-3, 1e-7, 10.0, world.size, False, 0, mixed_precision=args.mixed_precision)
+        optimizer = make_optimizer(TrainConfig(scale_lr_by_workers=False, mixed_precision=args.mixed_precision),
+                                   world.size)
     learner = DQNLearner(online, target, optimizer, double_dqn=True)
     assert learner.loss_scaling == args.mixed_precision
     distributed.broadcast_from_chief(learner.synchronized_variables)

@@ -1,32 +1,22 @@
-"""The acting side of a rank: its emulators, the policy that steps them, and the exploration schedule.
+"""A rank's acting: its emulators, the policy that steps them, and the exploration schedule.
 
-Acting produces `Experience`, one step of every env of the rank; the learning side (`hvd_dqn.run.learning_side`)
-stores it and pays for it with updates. The two meet in the trainer's loop, in order, or through
-`hvd_dqn.run.pipeline`, where acting runs ahead on a thread of its own.
+Acting produces `Experience`, one step of every env of the rank; the agent (`hvd_dqn.agent.interface.Agent`)
+stores it and learns from it. The two meet in the trainer's loop, in order, or through `hvd_dqn.run.pipeline`,
+where acting runs ahead on a thread of its own.
 """
 from __future__ import annotations
 
-import dataclasses
 from typing import Dict, Optional
 
 import numpy as np
 
+from hvd_dqn.agent.interface import Experience
 from hvd_dqn.agent.policy import EpsilonGreedyActor
 from hvd_dqn.agent.schedules import LinearSchedule
 from hvd_dqn.envs import emulator_state, env_seeds, restore_emulator_state
 
 
-@dataclasses.dataclass
-class Experience:
-    """One step of every env of a rank: s_t, the actions a_t taken there, and what the vector env returned
-    (next observations, rewards, terminated, truncated, info), as `env.step` gives them."""
-
-    observation: np.ndarray
-    action: np.ndarray
-    step_result: tuple
-
-
-class ActingSide:
+class Acting:
     """A rank's envs and the epsilon-greedy policy that steps them. `act(env_steps)` takes one step of every
     env; `env_steps` (the job's, before the step) decides epsilon, so the same step explores alike whether
     acting runs in order or ahead of learning. With Ape-X exploration every env keeps a fixed epsilon of its own.

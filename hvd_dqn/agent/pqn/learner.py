@@ -15,12 +15,13 @@ The reference implementations read for this one: mttga/purejaxql (`pqn_gymnax.py
 """
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
 
-from hvd_dqn.agent.learner import minimize_distributed, td_loss
+from hvd_dqn.agent.distributed_update import ALLREDUCE_GROUPS, DistributedUpdate, allreduce_groups
+from hvd_dqn.agent.optimizers import make_optimizer
 
 
 def q_lambda_returns(reward: np.ndarray, discount: np.ndarray, ended: np.ndarray, next_value: np.ndarray,
@@ -46,24 +47,22 @@ def q_lambda_returns(reward: np.ndarray, discount: np.ndarray, ended: np.ndarray
     return returns
 
 
-class PQNLearner:
+class PQNLearner(DistributedUpdate):
     """The online Q-network and its (distributed) optimizer; no target network. `update(observation, action,
     target)` is one synchronous step on a rank's share of a minibatch, `max_q(observations)` the bootstrap
     values of a rollout. The learner's state (`checkpoint_items`) is what a checkpoint stores."""
 
     def __init__(self, online: tf.keras.Model, optimizer, loss: str = "mse", huber_delta: float = 1.0,
-                 xla: bool = False, fp16_allreduce: bool = False, allreduce_groups=None):
-        self.online = online
+                 xla: bool = False, fp16_allreduce: bool = False, groups: Optional[int] = ALLREDUCE_GROUPS):
         self._forward = tf.function(online, jit_compile=True) if xla else online
-        self.optimizer = optimizer
-        self.loss_scaling = isinstance(optimizer, tf.keras.mixed_precision.LossScaleOptimizer)
-        self.fp16_allreduce = fp16_allreduce
-        self.allreduce_groups = allreduce_groups
-        td_loss(tf.zeros(1), loss)  # an unknown loss fails here, not inside the first traced update
-        self.loss = loss
-        self.huber_delta = float(huber_delta)
-        self.num_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="num_updates")
-        self.optimizer.build(self.online.trainable_variables)
+        super().__init__(online, optimizer, loss, huber_delta, fp16_allreduce, groups)
+
+    @classmethod
+    def from_config(cls, config, online: tf.keras.Model, world_size: int, distributed: bool = True) -> "PQNLearner":
+        """The learner of a PQN rank of a job of `world_size` ranks: the online network and the config's
+        optimizer (in Horovod's DistributedOptimizer unless distributed=False), no target."""
+        return cls(online, make_optimizer(config, world_size, distributed), config.loss, config.huber_delta,
+                   xla=config.xla, fp16_allreduce=config.fp16_allreduce, groups=allreduce_groups(config.elastic))
 
     @property
     def synchronized_variables(self) -> List[tf.Variable]:
@@ -84,11 +83,9 @@ class PQNLearner:
         with tf.GradientTape() as tape:
             q = self._forward(observation, training=True)
             q_taken = tf.gather(q, action, axis=-1, batch_dims=1)
-            loss = tf.reduce_mean(td_loss(tf.stop_gradient(target) - q_taken, self.loss, self.huber_delta))
-            scaled_loss = self.optimizer.get_scaled_loss(loss) if self.loss_scaling else None
-        minimize_distributed(self.optimizer, loss, scaled_loss, tape, self.online.trainable_variables,
-                             self.fp16_allreduce, self.allreduce_groups)
-        self.num_updates.assign_add(1)
+            loss = tf.reduce_mean(self._td_loss(tf.stop_gradient(target) - q_taken))
+            scaled_loss = self._scaled(loss)
+        self._minimize(loss, tape, scaled_loss)
         return {"td_loss": loss, "q_mean": tf.reduce_mean(q_taken)}
 
     def max_q(self, observations: np.ndarray, chunk: int = 1024) -> np.ndarray:

@@ -1,28 +1,15 @@
-"""The DQN learner: online and target Q-networks, the TD loss and the synchronous data-parallel update.
-
-Every rank computes the loss on its own minibatch; `hvd.DistributedOptimizer` averages the gradients over
-ranks with ring-allreduce inside `minimize(loss, var_list, tape=tape)`, so every rank applies the same
-update and the replicas stay identical. The gradient must be computed through that call: computing it
-with the tape and calling `apply_gradients` directly skips the allreduce in Horovod 0.28 with Keras 2.11+,
-and each rank would silently train alone (tests/test_distributed.py proves the replicas agree only with it).
-"""
+"""DQN's learner: online and target Q-networks, the (double) DQN targets and the TD loss on a minibatch,
+made as one synchronous data-parallel update (`hvd_dqn.agent.distributed_update`)."""
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import numpy as np
 import tensorflow as tf
 
+from hvd_dqn.agent.distributed_update import ALLREDUCE_GROUPS, DistributedUpdate, allreduce_groups
+from hvd_dqn.agent.optimizers import make_optimizer
 from hvd_dqn.replay.memory import FrameBatch
-
-# All gradients of an update cross the allreduce as one group, so every update fuses the same tensors into
-# the same buffer. Left to Horovod's tensor fusion, which tensors share a buffer depends on when each is
-# ready, so an element's sum over 3 or more ranks is added in an order that changes from run to run:
-# measured here, two 4-rank CartPole runs with one seed parted ways 480 env steps after learning started;
-# with one group they repeat bit for bit (tests/test_distributed.py). With 2 ranks the order cannot matter.
-# Not under --elastic: a grouped allreduce traced before a change of world fails once Horovod re-initialises
-# (tests/test_elastic.py's killed worker), and a run whose world changes cannot repeat bit for bit anyway.
-ALLREDUCE_GROUPS = 1
 
 
 def td_targets(reward_t, discount_t, q_target_t, q_online_t=None):
@@ -41,55 +28,35 @@ def td_targets(reward_t, discount_t, q_target_t, q_online_t=None):
     return reward_t + discount_t * bootstrap
 
 
-def td_loss(td_error, loss: str, huber_delta: float = 1.0):
-    """The per-transition loss of a TD error: "huber" (Mnih et al. 2015 clip the error's gradient at delta)
-    or "mse", the squared error without a factor 1/2, as Dopamine's JAX DQN (dopamine/jax/losses.py)."""
-    if loss == "mse":
-        return tf.square(td_error)
-    if loss == "huber":
-        return huber(td_error, huber_delta)
-    raise ValueError(f"unknown TD loss {loss!r}; expected huber or mse")
-
-
-def huber(x, delta: float):
-    """Huber loss, elementwise: quadratic within |x| <= delta, linear beyond (Mnih et al. 2015 clip the TD error)."""
-    abs_x = tf.abs(x)
-    quadratic = tf.minimum(abs_x, delta)
-    return 0.5 * quadratic**2 + delta * (abs_x - quadratic)
-
-
-class DQNLearner:
-    """Owns the online network, the target network and the (distributed) optimizer.
+class DQNLearner(DistributedUpdate):
+    """The online network, the target network and the (distributed) optimizer.
 
     `update(batch)` performs one synchronous gradient step on all ranks and returns its metrics;
     `sync_target(tau)` copies the online weights into the target network, or averages them in. The learner's
     whole state (`checkpoint_items`) is what a checkpoint stores.
     """
 
-    def __init__(self, online: tf.keras.Model, target: tf.keras.Model, optimizer: tf.keras.optimizers.Optimizer,
-                 double_dqn: bool, huber_delta: float = 1.0, xla: bool = False, fp16_allreduce: bool = False,
-                 loss: str = "huber", grouped_allreduce: bool = True):
-        self.online = online
+    def __init__(self, online: tf.keras.Model, target: tf.keras.Model, optimizer, double_dqn: bool,
+                 huber_delta: float = 1.0, xla: bool = False, fp16_allreduce: bool = False, loss: str = "huber",
+                 groups: Optional[int] = ALLREDUCE_GROUPS):
         self.target = target
         # --xla: the networks' forward passes (and so their gradients) are compiled by XLA; the gradient
         # allreduce stays outside, since Horovod's collectives are not XLA ops here.
         self._online_forward = tf.function(online, jit_compile=True) if xla else online
         self._target_forward = tf.function(target, jit_compile=True) if xla else target
-        self.optimizer = optimizer
-        # --mixed_precision: the loss is scaled (float16 gradients would underflow) and the gradients are
-        # averaged by Horovod's DistributedGradientTape instead of a DistributedOptimizer (see make_optimizer).
-        self.loss_scaling = isinstance(optimizer, tf.keras.mixed_precision.LossScaleOptimizer)
-        self.fp16_allreduce = fp16_allreduce
-        self.allreduce_groups = ALLREDUCE_GROUPS if grouped_allreduce else None
         self.double_dqn = bool(double_dqn)
-        self.huber_delta = float(huber_delta)
-        td_loss(tf.zeros(1), loss)  # an unknown loss fails here, not inside the first traced update
-        self.loss = loss
-        self.num_updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="num_updates")
-        # Create the optimizer's slot variables now, so they exist to be broadcast and checkpointed before
-        # the first update.
-        self.optimizer.build(self.online.trainable_variables)
+        super().__init__(online, optimizer, loss, huber_delta, fp16_allreduce, groups)
         self.sync_target()
+
+    @classmethod
+    def from_config(cls, config, online: tf.keras.Model, target: tf.keras.Model, world_size: int,
+                    distributed: bool = True) -> "DQNLearner":
+        """The learner a rank of a job of `world_size` ranks trains with: the config's optimizer and step size at
+        that many ranks, its loss and targets, and Horovod's DistributedOptimizer around the optimizer (unless
+        distributed=False: the same update without the allreduce, which the measuring commands compare with)."""
+        return cls(online, target, make_optimizer(config, world_size, distributed), config.double_dqn,
+                   config.huber_delta, xla=config.xla, fp16_allreduce=config.fp16_allreduce, loss=config.loss,
+                   groups=allreduce_groups(config.elastic))
 
     @property
     def synchronized_variables(self) -> List[tf.Variable]:
@@ -129,10 +96,8 @@ class DQNLearner:
         target_tm1 = self._targets(reward_t, discount_t, observation_t)
         with tf.GradientTape() as tape:
             loss, q_tm1_taken, td_error = self._loss(observation_tm1, action_tm1, target_tm1, weights)
-            scaled_loss = self.optimizer.get_scaled_loss(loss) if self.loss_scaling else None
-        minimize_distributed(self.optimizer, loss, scaled_loss, tape, self.online.trainable_variables,
-                             self.fp16_allreduce, self.allreduce_groups)
-        self.num_updates.assign_add(1)
+            scaled_loss = self._scaled(loss)
+        self._minimize(loss, tape, scaled_loss)
         return {"td_loss": loss, "q_mean": tf.reduce_mean(q_tm1_taken), "td_errors": td_error}
 
     def _targets(self, reward_t, discount_t, observation_t):
@@ -145,7 +110,7 @@ class DQNLearner:
         q_tm1 = self._online_forward(observation_tm1, training=True)
         q_tm1_taken = tf.gather(q_tm1, action_tm1, axis=-1, batch_dims=1)
         td_error = target_tm1 - q_tm1_taken
-        return tf.reduce_mean(weights * td_loss(td_error, self.loss, self.huber_delta)), q_tm1_taken, td_error
+        return tf.reduce_mean(weights * self._td_loss(td_error)), q_tm1_taken, td_error
 
     def loss_gradient(self, batch) -> np.ndarray:
         """The gradient of the update's loss on `batch` at the current weights, all variables flattened into
@@ -193,22 +158,3 @@ def _on_batch(batch, on_observations, on_frames):
         return on_frames(batch.frames, batch.next_offset, batch.action_tm1, batch.reward_t, batch.discount_t, weights)
     return on_observations(batch.observation_tm1, batch.action_tm1, batch.reward_t, batch.discount_t,
                            batch.observation_t, weights)
-
-
-def minimize_distributed(optimizer, loss, scaled_loss, tape, variables, fp16_allreduce: bool, allreduce_groups):
-    """Inside an update's graph: one step of `optimizer` on `loss`, its gradient averaged over the ranks.
-
-    Horovod: `minimize(..., tape=)` is the path on which DistributedOptimizer allreduces the gradients; computing
-    them with the tape and calling `apply_gradients` would train each rank alone. With --mixed_precision
-    (`scaled_loss` given) the optimizer is a LossScaleOptimizer, which Horovod cannot wrap: the gradients of the
-    scaled loss are averaged by Horovod's DistributedGradientTape instead."""
-    if scaled_loss is None:
-        optimizer.minimize(loss, variables, tape=tape)
-        return
-    import horovod.tensorflow as hvd
-
-    compression = hvd.Compression.fp16 if fp16_allreduce else hvd.Compression.none
-    scaled_gradients = hvd.DistributedGradientTape(tape, compression=compression, groups=allreduce_groups
-                                                   ).gradient(scaled_loss, variables)
-    # Every rank holds the same averaged gradients, so all skip a non-finite step and change the loss scale alike.
-    optimizer.apply_gradients(zip(optimizer.get_unscaled_gradients(scaled_gradients), variables))

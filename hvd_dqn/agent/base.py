@@ -1,0 +1,53 @@
+"""What DQN and PQN share as agents (`hvd_dqn.agent.interface.Agent`): a learner with its networks and optimizer,
+the memory it learns from, and how a step of the envs is stored there."""
+from __future__ import annotations
+
+from typing import Dict
+
+import numpy as np
+
+from hvd_dqn.agent.interface import Experience
+from hvd_dqn.agent.optimizers import current_learning_rate
+from hvd_dqn.agent.policy import store_step
+
+
+class AgentBase:
+    """An agent of one learner (`learner.online`, `learner.optimizer`, its synchronized variables and checkpoint
+    items) and one memory, with its own random stream. `rank_metrics` records each update's loss and Q values
+    (`hvd_dqn.run.metrics.RankMetrics`); `spec` is the envs' (`hvd_dqn.envs.EnvSpec`), for the actor."""
+
+    def __init__(self, config, learner, memory, spec, sample_rng: np.random.Generator, rank_metrics):
+        self.config = config
+        self.learner = learner
+        self.memory = memory
+        self.spec = spec
+        self.sample_rng = sample_rng
+        self.rank_metrics = rank_metrics
+
+    @property
+    def online(self):
+        return self.learner.online
+
+    @property
+    def optimizer(self):
+        return self.learner.optimizer
+
+    @property
+    def synchronized_variables(self):
+        return self.learner.synchronized_variables
+
+    def checkpoint_items(self) -> Dict[str, object]:
+        return self.learner.checkpoint_items()
+
+    def current_learning_rate(self) -> float:
+        return current_learning_rate(self.learner.optimizer)
+
+    def store(self, experience: Experience):
+        """Stores one step of every env (rewards clipped for learning if asked; the true last observation
+        where an episode ended; discount 0 at learning terminals); returns (raw rewards, done)."""
+        _, reward, done = store_step(self.memory, experience.observation, experience.action, experience.step_result,
+                                     self.config.clip_rewards, self.config.terminal_on_life_loss)
+        return reward, done
+
+    def close(self) -> None:
+        """Stops the agent's helper threads, if it has any."""

@@ -1,0 +1,166 @@
+"""DQN as one rank runs it: its replay memory, its learner (online and target networks) and its schedule.
+
+`store(experience)` adds one step of the rank's envs to the memory; `learn(env_steps)` makes the updates now due:
+one per --train_frequency env steps (the replay ratio), the same count on every rank (all ranks step the same
+number of envs and their memories fill alike), each a collective gradient step; the target network is copied
+every --target_update_period updates.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+from typing import Dict, Optional
+
+import numpy as np
+
+from hvd_dqn.agent.dqn.learner import DQNLearner
+from hvd_dqn.agent.base import AgentBase
+from hvd_dqn.agent.networks import is_image_observation, q_network_for
+from hvd_dqn.agent.optimizers import rescale_learning_rate
+from hvd_dqn.agent.policy import EpsilonGreedyActor
+from hvd_dqn.agent.schedules import LinearSchedule
+from hvd_dqn.config import TrainConfig
+from hvd_dqn.rank_split import rank_learning_starts, update_counted_schedules
+from hvd_dqn.replay.frames import FrameReplayMemory
+from hvd_dqn.replay.memory import PrioritySettings, ReplayMemory
+from hvd_dqn.replay.prefetch import minibatches
+from hvd_dqn.run import distributed
+
+
+class DQNAgent(AgentBase):
+    """A rank's DQN: the replay memory, the learner, the minibatch stream (its own RNG, so acting's draws never
+    move it) and the env steps stored since the last update (fewer than one update's worth; checkpointed).
+
+    `rank_metrics` records each update's loss and Q values (`hvd_dqn.run.metrics.RankMetrics`)."""
+
+    memory_name = "replay memory"
+    iterations_per_cycle = 1
+
+    def __init__(self, config: TrainConfig, learner: DQNLearner, memory, spec, num_envs: int, world_size: int,
+                 sample_rng: np.random.Generator, rank_metrics):
+        super().__init__(config, learner, memory, spec, sample_rng, rank_metrics)
+        self.num_envs = num_envs
+        # Updates between target copies (divided by the ranks with --scale_schedules_by_workers).
+        self.target_update_period = update_counted_schedules(config, world_size).target_update_period
+        self.ranks_sharing_an_update = 1  # set for its world by `join_world`
+        # Env steps stored and not yet learned from: the remainder below one update's --train_frequency.
+        self.env_steps_since_update = 0
+        self.learning_starts = config.learning_starts  # this rank's share (`join_world`)
+        self.world_size = 1  # set by `join_world`
+        self.memory_ready = False  # whether every rank's memory holds its share of --learning_starts
+        # Prioritised replay's importance-sampling exponent, annealed to 1 by the end (Schaul et al. 2016).
+        self.priority_beta = LinearSchedule(config.priority_beta_start, 1.0, config.total_env_steps)
+        self.sampler = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="minibatches")
+
+    @classmethod
+    def build(cls, config: TrainConfig, spec, num_envs: int, replay_capacity: int, world_size: int,
+              sample_rng: np.random.Generator, rank_metrics) -> "DQNAgent":
+        """A rank's DQN for envs of `spec`: `num_envs` and `replay_capacity` are the rank's share."""
+        # Built in this order (online, target, optimizer, memory) so that a seed gives the same initial weights.
+        online = q_network_for(config, spec, "online")
+        learner = DQNLearner.from_config(config, online, q_network_for(config, spec, "target"), world_size)
+        memory = make_replay_memory(config, spec, num_envs, replay_capacity)
+        return cls(config, learner, memory, spec, num_envs, world_size, sample_rng, rank_metrics)
+
+    # --- acting -----------------------------------------------------------------------------------------------
+    def make_actor(self, rng: np.random.Generator, own_network: bool) -> EpsilonGreedyActor:
+        """Acting in order reads the online network itself; acting ahead (the pipeline) gets a copy of its own."""
+        network = q_network_for(self.config, self.spec, "acting") if own_network else self.online
+        return EpsilonGreedyActor(network, self.spec.num_actions, rng)
+
+    def iterations_per_update(self, num_envs: int) -> float:
+        return self.config.train_frequency / (num_envs * self.ranks_sharing_an_update)
+
+    # --- the world ---------------------------------------------------------------------------------------------
+    def join_world(self, world_size: int) -> None:
+        """--rank_scaling=updates: all N ranks' env steps count towards each update and each rank draws 1/N of
+        the batch; "batch": a rank's own env steps count towards its updates, with whole batches. Under --elastic
+        a new world also means waiting until every rank (a newcomer's memory is empty) is ready again."""
+        self.ranks_sharing_an_update = world_size if self.config.rank_scaling == "updates" else 1
+        self.world_size = world_size
+        self.learning_starts = rank_learning_starts(self.config, world_size)
+        self.memory_ready = False
+
+    def on_world_change(self, world_size: int) -> bool:
+        return rescale_learning_rate(self.learner.optimizer, self.config, world_size)
+
+    def rank_state(self) -> Dict[str, int]:
+        # Saved as "update_credit", the name checkpoints have always used.
+        return {"update_credit": self.env_steps_since_update}
+
+    def load_rank_state(self, state: Optional[Dict[str, int]]) -> None:
+        """With an empty memory (state None) updates restart from nothing owed once it is refilled, as in a
+        fresh run."""
+        self.env_steps_since_update = int(state["update_credit"]) if state is not None else 0
+
+    # --- learning --------------------------------------------------------------------------------------
+    def learn(self, env_steps: int, counters) -> None:
+        """Collective: the updates one stored step of this rank made due. `env_steps`: the job's env steps
+        when that step was stored (prioritised replay's beta follows them); `counters.updates` counts them."""
+        config = self.config
+        if not self.memory_ready:
+            self.memory_ready = self._every_memory_ready()
+            if not self.memory_ready:
+                return
+        self.env_steps_since_update += self.num_envs * self.ranks_sharing_an_update
+        due, self.env_steps_since_update = divmod(self.env_steps_since_update, config.train_frequency)
+        batch_size = config.batch_size // self.ranks_sharing_an_update
+        draw = functools.partial(self.memory.sample, batch_size, self.sample_rng, self.priority_beta(env_steps))
+        for batch in minibatches(draw, due, None if self.memory.priority else self.sampler):
+            metrics = self.learner.update(batch)
+            if batch.indices is not None:  # prioritised: this rank's new priorities from its TD errors
+                self.memory.update_priorities(batch.indices, metrics["td_errors"])
+            self.rank_metrics.record_update(metrics)
+            counters.updates += 1
+            if counters.updates % self.target_update_period == 0:
+                self.learner.sync_target(config.target_update_tau)
+
+    def _every_memory_ready(self) -> bool:
+        """Whether every rank's memory holds its --learning_starts entries (memories never shrink).
+
+        The ranks vote (one tiny allreduce per iteration, only until all are ready): the first update is a
+        collective, so all must start it at the same iteration, and no rank can tell alone. A frame memory
+        also holds one final-observation entry per ended episode, so ranks whose episodes end at different
+        times fill at different rates (alone, one rank would wait in its first update while another waits in
+        the next collective, for ever); and under --elastic a rank that joined starts empty."""
+        ready = len(self.memory) >= self.learning_starts  # this rank's share of --learning_starts
+        if self.world_size == 1:
+            return ready
+        not_ready = distributed.sum_over_ranks(np.array([0.0 if ready else 1.0]), "replay_not_ready")[0]
+        return not_ready == 0
+
+    def close(self) -> None:
+        self.sampler.shutdown()
+
+
+def make_replay_memory(config: TrainConfig, spec, num_envs: int = None, capacity: int = None):
+    """Frame-deduplicated memory for stacked frames, whole observations for vector ones; uniform or
+    prioritised, one-step or n-step, as the config says; `num_envs` and `capacity` (default: the config's)
+    are this rank's."""
+    num_envs = num_envs or config.num_envs
+    capacity = capacity or config.replay_capacity
+    priority = PrioritySettings(config.priority_alpha, config.priority_epsilon) if config.prioritized_replay else None
+    if is_image_observation(spec.observation_shape, spec.observation_dtype):
+        stack, *frame_shape = spec.observation_shape
+        return FrameReplayMemory(capacity, num_envs, tuple(frame_shape), stack,
+                                 config.gamma, config.n_step, priority)
+    # MinAtar's bool grids are stored as bools (bit-packed); every other vector observation as float32.
+    dtype = np.bool_ if spec.observation_dtype == np.bool_ else np.float32
+    return ReplayMemory(capacity, num_envs, spec.observation_shape, dtype,
+                        config.gamma, config.n_step, priority)
+
+
+def replay_memory_bytes(config: TrainConfig, spec, num_envs: int, capacity: int) -> int:
+    """Bytes the replay memory of `capacity` transitions over `num_envs` envs will hold once allocated."""
+    import dataclasses
+
+    from hvd_dqn.replay.sum_tree import SumTree
+
+    # A small memory of the same kind gives the bytes per entry; the arrays grow linearly with the capacity.
+    probe_capacity = num_envs * max(64, config.n_step + 8)
+    probe = make_replay_memory(dataclasses.replace(config, prioritized_replay=False), spec, num_envs, probe_capacity)
+    segment = capacity // num_envs
+    total = probe.bytes_per_transition * segment * num_envs
+    if config.prioritized_replay:
+        total += SumTree.bytes_for(segment * num_envs)
+    return int(total)

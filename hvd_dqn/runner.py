@@ -1,0 +1,122 @@
+"""Training, resuming and evaluating from Python, beside the command line (`python -m hvd_dqn.train`):
+
+    from hvd_dqn.runner import Runner
+
+    runner = Runner.from_flagfile("configs/cartpole.flags", logdir="runs/cartpole_py", total_env_steps=50_000)
+    result = runner.train()                        # TrainResult(env_steps=50000, updates=..., episodes=..., ...)
+    runner.resume(total_env_steps=100_000)         # continues from the newest checkpoint in the logdir
+    scores = runner.evaluate(episodes=10)          # {"mean_return": ..., "returns": [...], ...}
+
+A Runner holds one validated `TrainConfig`; `train` runs the same trainer and agent factory as the command line,
+in this process, as one rank (under `horovodrun -np N python my_script.py` every rank runs it and the ranks
+train as one job). Keyword settings are the command line's flag names. Bad settings raise `ConfigError`, whose
+message names the setting, as the command line prints it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from hvd_dqn.config import ConfigError, TrainConfig, validate
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult:
+    """Where a run ended: the job's env steps, updates and episodes, seconds of training, and its logdir."""
+    env_steps: int
+    updates: int
+    episodes: int
+    wall_s: float
+    logdir: str
+
+
+class EvaluationError(Exception):
+    """An evaluation could not be made or written (the message says why)."""
+
+
+class Runner:
+    """One experiment: a config, trained, resumed and evaluated in this process."""
+
+    def __init__(self, config: Optional[TrainConfig] = None, **settings):
+        self.config = _with_settings(config or TrainConfig(), settings)
+
+    @classmethod
+    def from_flagfile(cls, flagfile: str, **settings) -> "Runner":
+        """The config a flagfile (e.g. configs/cartpole.flags) gives the command line, with `settings` over it."""
+        from hvd_dqn.flags import config_of_runs
+
+        return cls(config_of_runs("hvd_dqn.runner", flagfile, []), **settings)
+
+    def train(self, **settings) -> TrainResult:
+        """Trains from the start (or, with resume=True, from the newest checkpoint) to total_env_steps; returns
+        where the run ended. `settings` change this run's config (and the Runner's, for the calls after it).
+        Collective under horovodrun: every rank calls it."""
+        from absl import logging
+
+        from hvd_dqn.run import distributed
+        from hvd_dqn.run.trainer import Trainer
+
+        rank = distributed.launcher_rank()
+        self.config = _with_settings(self.config, settings, check_logdir_writable=rank == 0)
+        logging.set_verbosity(logging.INFO if rank == 0 else logging.WARNING)
+        counters = Trainer(self.config).run()
+        return TrainResult(counters.env_steps, counters.updates, counters.episodes, counters.wall_s,
+                           self.config.logdir)
+
+    def resume(self, **settings) -> TrainResult:
+        """Continues the run in the logdir from its newest checkpoint (raising its total_env_steps, if given)."""
+        return self.train(resume=True, **settings)
+
+    def evaluate(self, episodes: int = 10, epsilon: Optional[float] = None, seed: int = 12345,
+                 checkpoint: Optional[str] = None, video: Optional[str] = None) -> dict:
+        """Plays `episodes` episodes with the newest checkpoint of the logdir (or `checkpoint`), as
+        `python -m hvd_dqn.evaluate` does; returns its summary."""
+        if episodes <= 0:
+            raise EvaluationError(f"episodes={episodes}: must be a positive integer")
+        return evaluate_checkpoint(self.config.logdir, checkpoint, episodes, epsilon, seed, video)
+
+
+def _with_settings(config: TrainConfig, settings: dict, check_logdir_writable: bool = False) -> TrainConfig:
+    """`config` with `settings` (flag names) over it, validated; ConfigError names an unknown or bad one."""
+    known = {field.name for field in dataclasses.fields(TrainConfig)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ConfigError(f"--{unknown[0]}: not a setting of hvd_dqn.train (see python -m hvd_dqn.train --help)")
+    if "hidden_sizes" in settings:
+        settings = dict(settings, hidden_sizes=tuple(settings["hidden_sizes"]))
+    return validate(dataclasses.replace(config, **settings), check_logdir_writable=check_logdir_writable)
+
+
+def evaluate_checkpoint(logdir: Optional[str], explicit: Optional[str], episodes: int, epsilon: Optional[float],
+                        seed: int, video: Optional[str] = None) -> dict:
+    """The summary of `episodes` episodes played by the online network of the checkpoint `logdir` or `explicit`
+    names (`checkpoint.load_named_checkpoint`), at `epsilon` (None: the training run's eval_epsilon); with
+    `video`, also films one episode into that file. Raises checkpoint.CheckpointNotFound or EvaluationError."""
+    import numpy as np
+
+    from hvd_dqn.agent.episodes import run_episodes
+    from hvd_dqn.agent.policy import EpsilonGreedyActor
+    from hvd_dqn.envs import spec_of
+    from hvd_dqn.logdir import checkpoint
+
+    checkpoint_path, config, env, online, counters = checkpoint.load_named_checkpoint(logdir, explicit, episodes)
+    if epsilon is None:
+        epsilon = config.eval_epsilon
+    spec = spec_of(env)
+    actor = EpsilonGreedyActor(online, spec.num_actions, np.random.default_rng(seed))
+    results = run_episodes(actor, env, epsilon, seed)
+    env.close()
+    summary = dict(results.summary(), env_id=config.env_id, epsilon=epsilon, seed=seed,
+                   checkpoint=checkpoint_path, env_steps=counters["env_steps"], updates=counters["updates"],
+                   returns=[float(value) for value in results.returns])
+    if video:
+        from hvd_dqn.logdir.video import record_episode, write_video
+
+        recorded = record_episode(actor, config, epsilon, seed)
+        try:
+            write_video(video, recorded.frames, recorded.frames_per_second)
+        except OSError as error:
+            raise EvaluationError(f"--video={video}: cannot write ({error.strerror or error})") from error
+        summary["video"] = dict(path=video, episode_return=recorded.episode_return, length=recorded.length,
+                                frames=len(recorded.frames), frames_per_second=recorded.frames_per_second)
+    return summary

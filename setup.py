@@ -42,7 +42,7 @@ setup(
                     "ray": pinned(("ray",)),
                     # Training on a Spark cluster (python -m hvd_dqn.spark_train) through horovod.spark.run.
                     "spark": pinned(("pyspark", "pyarrow"))},
-    package_data={"hvd_dqn": ["reference/*.json"]},
+    package_data={"hvd_dqn": ["baselines/*.json"]},
     entry_points={
         "console_scripts": [
             "hvd-dqn-train=hvd_dqn.train:run",

@@ -15,7 +15,7 @@ import json
 
 from absl import app, flags
 
-from hvd_dqn.cli import fail, flags_parser
+from hvd_dqn.errors import fail, flags_parser
 from hvd_dqn.runner import EvaluationError, evaluate_checkpoint
 
 PROGRAM = "hvd_dqn.evaluate"

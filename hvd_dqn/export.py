@@ -27,7 +27,7 @@ from typing import Optional
 
 from absl import app, flags
 
-from hvd_dqn.cli import fail, flags_parser
+from hvd_dqn.errors import fail, flags_parser
 
 PROGRAM = "hvd_dqn.export"
 

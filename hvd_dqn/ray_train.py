@@ -31,12 +31,12 @@ import threading
 
 from absl import app, flags, logging
 
-from hvd_dqn import cli, quiet_tensorflow
+from hvd_dqn import errors, quiet_tensorflow
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.flags import config_from_flags, define_flags
 from hvd_dqn.logdir import storage
 from hvd_dqn.logdir.checkpoint import CheckpointError
-from hvd_dqn.run.engine_rank import train_as_rank
+from hvd_dqn.run.ray_or_spark_rank import train_as_rank
 
 define_flags()  # hvd_dqn.train's flags, which this program takes as its own
 
@@ -298,13 +298,13 @@ def _restore_ray_state_module(ray) -> None:
 def main(argv) -> None:
     logging.set_verbosity(logging.WARNING)  # this driver's progress is rank 0's, forwarded by Ray
     if len(argv) > 1:
-        cli.fail(PROGRAM, f"unexpected arguments {' '.join(argv[1:])}; every setting is a --flag (see --helpfull)")
+        errors.fail(PROGRAM, f"unexpected arguments {' '.join(argv[1:])}; every setting is a --flag (see --helpfull)")
     try:
         _check_ray_flags()
         config = config_from_flags(check_logdir_writable=True)
         counters, stopped_by = train_on_ray(config)
     except (ConfigError, CheckpointError) as error:
-        cli.fail(PROGRAM, str(error))
+        errors.fail(PROGRAM, str(error))
     if stopped_by:
         print(f"{PROGRAM}: stopped by {stopped_by} at {counters['env_steps']:,} env steps on {FLAGS.num_workers} "
               f"Ray workers; logdir {config.logdir}. To continue, run the same command with --resume", flush=True)
@@ -316,7 +316,7 @@ def main(argv) -> None:
 
 def run() -> None:
     """Console-script entry point."""
-    app.run(main, flags_parser=cli.flags_parser(PROGRAM))
+    app.run(main, flags_parser=errors.flags_parser(PROGRAM))
 
 
 if __name__ == "__main__":

@@ -19,12 +19,12 @@ import threading
 
 from absl import app, flags, logging
 
-from hvd_dqn import cli, quiet_tensorflow
+from hvd_dqn import errors, quiet_tensorflow
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.flags import config_from_flags, define_flags
 from hvd_dqn.logdir import storage
 from hvd_dqn.logdir.checkpoint import CheckpointError
-from hvd_dqn.run.engine_rank import train_as_rank
+from hvd_dqn.run.ray_or_spark_rank import train_as_rank
 
 define_flags()  # hvd_dqn.train's flags, which this program takes as its own
 
@@ -125,20 +125,20 @@ def train_on_spark(config: TrainConfig) -> dict:
 def main(argv) -> None:
     logging.set_verbosity(logging.WARNING)
     if len(argv) > 1:
-        cli.fail(PROGRAM, f"unexpected arguments {' '.join(argv[1:])}; every setting is a --flag (see --helpfull)")
+        errors.fail(PROGRAM, f"unexpected arguments {' '.join(argv[1:])}; every setting is a --flag (see --helpfull)")
     try:
         _check_spark_flags()
         config = config_from_flags(check_logdir_writable=True)
         counters = train_on_spark(config)
     except (ConfigError, CheckpointError) as error:
-        cli.fail(PROGRAM, str(error))
+        errors.fail(PROGRAM, str(error))
     print(f"{PROGRAM}: trained {counters['env_steps']:,} env steps, {counters['updates']:,} updates, "
           f"{counters['episodes']:,} episodes in {FLAGS.num_proc} Spark tasks; logdir {config.logdir}", flush=True)
 
 
 def run() -> None:
     """Console-script entry point."""
-    app.run(main, flags_parser=cli.flags_parser(PROGRAM))
+    app.run(main, flags_parser=errors.flags_parser(PROGRAM))
 
 
 if __name__ == "__main__":

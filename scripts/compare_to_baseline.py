@@ -6,7 +6,7 @@ the mean return of the training episodes, beside the published mean and range ov
     .venv/bin/python scripts/compare_to_baseline.py runs/b --agent=DQN --also=Rainbow,QR-DQN --json=table.json
 
 The game comes from the run's config.json (ALE/Breakout-v5 -> breakout); the published numbers from
-hvd_dqn/reference/dopamine_atari_cnn.json, with their source. Prints a Markdown table; --out draws the run's
+hvd_dqn/baselines/dopamine_atari_cnn.json, with their source. Prints a Markdown table; --out draws the run's
 per-window means over the published band(s); --json writes the table.
 """
 import argparse
@@ -31,7 +31,7 @@ def main(argv=None) -> int:
 
     from hvd_dqn.envs import atari_game
     from hvd_dqn.logdir.curves import CurveError, load_run, window_means
-    from hvd_dqn.reference import dopamine_curve
+    from hvd_dqn.baselines import dopamine_curve
 
     try:
         if args.out and not args.out.lower().endswith(".png"):

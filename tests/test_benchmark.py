@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from conftest import PYTHON, REPO, horovodrun, python_module, run
+from conftest import PYTHON, REPO, horovodrun, python_module
 
 KEYS = ("env_raw_steps_per_s", "actor_steps_per_s", "learner_updates_per_s", "plain_tf_updates_per_s",
         "replay_sample_batches_per_s", "bare_gather_batches_per_s", "train_steps_per_s",
@@ -79,26 +79,6 @@ def test_two_ranks_measure_the_gradient_allreduce_beside_the_ring_formula(tmp_pa
     assert "exchange_in_update_ms" in result.stdout and "exchanged_ranks_agree" in result.stdout
 
 
-def test_thread_sweep_times_each_setting_in_turns_and_names_the_fastest(tmp_path):
-    out = tmp_path / "threads.json"
-    run([PYTHON, "-m", "hvd_dqn.tools.thread_sweep", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-         "--settings=1/0/1,2/0/1", "--rounds=2", "--learning_starts=500", "--timed_env_steps=800",
-         f"--json={out}"], timeout=600)
-    result = json.loads(out.read_text())
-    assert [(row["intra_op_threads"], row["inter_op_threads"]) for row in result["settings"]] == [(1, 1), (2, 1)]
-    assert all(len(row["rounds"]) == 2 and row["median_env_steps_per_s"] > 0 for row in result["settings"])
-    assert result["best"] in result["settings"]
-    assert result["best"]["median_env_steps_per_s"] == max(row["median_env_steps_per_s"] for row in result["settings"])
-
-
-def test_thread_sweep_names_a_bad_setting_in_one_line():
-    result = run([PYTHON, "-m", "hvd_dqn.tools.thread_sweep", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
-                  "--settings=2-2-1"], timeout=60, check=False)
-    assert result.returncode == 2
-    assert result.stderr.strip() == "hvd_dqn.tools.thread_sweep: error: --settings=2-2-1: each setting is INTRA/ENV/INTER, e.g. 2/2/1"
-
-
-@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="two workers of one core each need two cores")
 def test_worker_scaling_times_one_and_two_bound_workers_in_turns(tmp_path):
     """python -m hvd_dqn.tools.benchmark_workers: each round trains 1 and 2 workers (one core each) from a fresh
     logdir; the rates come from each run's metrics.csv, the speed-up is the per-round ratio."""
@@ -160,20 +140,3 @@ def test_bad_worker_scaling_arguments_are_one_line(tmp_path, arguments, message)
                                                          *arguments], timeout=120, check=False)
     expected = f"hvd_dqn.tools.benchmark_workers: error: {message.format(cores=cores, more=cores + 1)}"
     assert result.returncode == 2 and result.stderr.strip() == expected
-
-
-def test_the_timeline_summary_pairs_each_phases_begin_and_end(tmp_path):
-    """python -m hvd_dqn.tools.timeline_summary on a hand-made Horovod timeline, left unclosed as Horovod leaves it."""
-    timeline = tmp_path / "timeline.json"
-    timeline.write_text('[\n{"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "grad_0"}},\n'
-                        '{"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 100, "pid": 1},\n'
-                        '{"ph": "E", "ts": 1100, "pid": 1},\n{"ph": "B", "name": "ALLREDUCE", "ts": 1100, "pid": 1},\n'
-                        '{"ph": "B", "name": "MPI_ALLREDUCE", "ts": 1110, "pid": 1},\n'
-                        '{"ph": "E", "ts": 1160, "pid": 1},\n'
-                        '{"ph": "E", "ts": 1200, "pid": 1},\n{"ph": "B", "name": "NEGOTIATE_ALLREDUCE", "ts": 2000, '
-                        '"pid": 1},\n{"ph": "E", "ts": 5000, "pid": 1},\n')
-    result = run([PYTHON, "-m", "hvd_dqn.tools.timeline_summary", str(timeline), "--skip_fraction=0"],
-                 timeout=60)
-    rows = {line.split()[0]: line.split()[1:] for line in result.stdout.splitlines()[1:]}
-    assert rows == {"ALLREDUCE": ["1", "100.0", "100.0"], "MPI_ALLREDUCE": ["1", "50.0", "50.0"],
-                    "NEGOTIATE_ALLREDUCE": ["2", "2000.0", "2000.0"]}

@@ -13,7 +13,7 @@ on every rank; the ring is re-formed with the newcomers, who receive rank 0's st
 and build their own emulators and replay memory.
 
 What is rolled back is what must be equal on every rank: the online and target networks, the optimizer,
-the job's counters (env steps, episodes, updates, the evaluation streak) and the update credit. What a rank
+the job's counters (env steps, episodes, updates, the evaluation streak) and the agent's rank state (DQN's env steps since its last update). What a rank
 owns itself is kept: its emulators, its replay memory (transitions gathered after the commit are real
 experience), its RNG and its episode statistics.
 """

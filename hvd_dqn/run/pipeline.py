@@ -1,8 +1,8 @@
-"""Acting and learning at once: a producer-consumer pipeline between a rank's acting and learning sides.
+"""Acting and learning at once: a producer-consumer pipeline between a rank's acting and its agent's learning.
 
-The acting side runs on a thread of its own (inference on its own copy of the Q-network, the emulators,
-epsilon-greedy) and hands each step of its envs, as `Experience`, to a queue; the learning side (the
-trainer's thread) takes the steps in order, stores them and makes the updates they paid for. The replay
+Acting runs on a thread of its own (inference on its own copy of the Q-network, the emulators,
+epsilon-greedy) and hands each step of its envs, as `Experience`, to a queue; the trainer's thread takes
+the steps in order; the agent stores them and makes the updates then due. The replay
 ratio is the flags' exactly: acting never runs more than `lead` iterations (one step of every env of the
 rank) ahead of learning, and learning never takes a step acting has not made.
 
@@ -13,7 +13,7 @@ Reproducible by construction, whatever the threads' timing:
   with the weights after iteration i - 1's updates: exactly the in-order loop. With lead 1 and sync_updates
   1 the emulators step while the learner makes the previous iteration's updates, with actions from weights one
   iteration older: the benchmark's per-step overlap (once a code path of its own, bitwise this one).
-- the replay memory is written by the learning side only, in iteration order, so every update samples from
+- the replay memory is written by the trainer's thread only, in iteration order, so every update samples from
   the memory the in-order loop would have; the two sides' random streams are their own.
 - acting stops at `allow_until`'s iteration, where the trainer evaluates, logs, checkpoints or commits: those
   phases see (and save) both sides at the same iteration, as in the in-order loop.
@@ -42,7 +42,7 @@ def lead_iterations(lead_env_steps: int, env_steps_per_iteration: int, iteration
 
 
 class PipelineError(Exception):
-    """The acting thread failed (an emulator crashed); raised on the learning side with its cause."""
+    """The acting thread failed (an emulator crashed); raised on the trainer's thread with its cause."""
 
 
 class ActingPipeline:
@@ -61,7 +61,7 @@ class ActingPipeline:
         self._condition = threading.Condition()
         self._queue: Deque[Experience] = collections.deque()
         self._produced = 0  # the last iteration acted
-        self._consumed = 0  # the last iteration the learning side finished (stored and paid for)
+        self._consumed = 0  # the last iteration the trainer's thread finished (stored, learned from)
         self._allowed = 0  # acting may not go beyond this iteration (the next phase of the trainer)
         self._closing = False
         self._error: Optional[BaseException] = None
@@ -79,7 +79,7 @@ class ActingPipeline:
         self._thread = threading.Thread(target=self._act_ahead, name="acting", daemon=True)
         self._thread.start()
 
-    # --- the learning side's calls ------------------------------------------------------------------------
+    # --- the trainer's thread's calls ----------------------------------------------------------------------
     @property
     def consumed(self) -> int:
         return self._consumed
@@ -92,7 +92,7 @@ class ActingPipeline:
 
     def stop_soon(self) -> int:
         """A stop was agreed at the last finished iteration: acting may already have run up to `lead` + 1
-        iterations beyond it, and those steps are taken and paid for, so the run ends at the same iteration on
+        iterations beyond it, and those steps are stored and learned from, so the run ends at the same iteration on
         every rank without losing them. Returns that iteration."""
         with self._condition:
             self._allowed = min(self._allowed, self._consumed + 1 + self.lead)
@@ -115,7 +115,7 @@ class ActingPipeline:
             return self._queue.popleft()
 
     def finished(self, updates: int) -> None:
-        """The learning side stored the iteration and made its updates (its update count is now `updates`).
+        """The trainer's thread stored the iteration and made its updates (its update count is now `updates`).
         New weights are copied out first, so acting sees them from exactly the iteration their rule names."""
         snapshot = None
         if updates - self._published_at_updates >= self.sync_updates:
@@ -129,7 +129,7 @@ class ActingPipeline:
 
     def close(self) -> List[Experience]:
         """Stops the acting thread (after the step it is taking) and returns the steps it made that the
-        learning side has not taken, oldest first; their envs have moved on, so the caller stores them."""
+        trainer's thread has not taken, oldest first; their envs have moved on, so the caller stores them."""
         with self._condition:
             self._closing = True
             self._condition.notify_all()
@@ -160,7 +160,7 @@ class ActingPipeline:
                     self._queue.append(experience)
                     self._produced = iteration
                     self._condition.notify_all()
-        except BaseException as error:  # handed to the learning side, which raises it where it waits
+        except BaseException as error:  # handed to the trainer's thread, which raises it where it waits
             with self._condition:
                 self._error = error
                 self._condition.notify_all()

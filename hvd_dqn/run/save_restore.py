@@ -172,7 +172,7 @@ class Checkpointing:
 
     def _restore_rank_state(self, world, path: str, counters: dict, resumed: Counters, agent: Agent,
                             acting_rng: np.random.Generator) -> Optional[Dict[str, np.ndarray]]:
-        """Collective: each rank takes back its RNG states, its update credit and (with --checkpoint_replay)
+        """Collective: each rank takes back its RNG states, its agent's rank state and (with --checkpoint_replay)
         its replay shard, with the acting state saved in it (returned; None if there is none). Re-sharding
         rule when the rank count changed: rank r takes what rank r saved, if it saved anything; other ranks
         start from fresh RNGs and empty memories."""

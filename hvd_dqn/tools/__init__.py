@@ -9,8 +9,10 @@ Commands (each `python -m hvd_dqn.tools.NAME --help`):
   against real runs), and GPU nodes on paper (`--paper`).
 - `scaling_study`: trains a preset at several rank counts and seeds to a target return; env steps (and, with
   `--cores_per_rank`, seconds) to the target per rank count.
-- `thread_sweep`: which TensorFlow and emulator thread counts make one process fastest.
-- `timeline_summary`: where an allreduce's time goes, from a Horovod timeline.
+- `noise_scale`: the gradient noise scale of a run's replayed minibatches, and the batch past which more ranks
+  stop paying.
+- `step_headroom`: one-rank runs with k ranks' updates and step size, to find where sample efficiency falls.
+- `score`: a run's score over a window of training episodes, beside a published baseline.
 
 Their parts: `stages` and `training_modes` (the benchmark's figures), `allreduce` (the exchange), `corun`
 (lone rank-sized runs at once), `cost_formula` (the cost model's arithmetic), `timing` (alternating rounds),

@@ -12,7 +12,7 @@ round, so both see the same machine load; ratios between them are what the targe
   rebuilt, episode boundaries handled) against bare_gather_batches_per_s: a bare NumPy gather of the same
   number of random rows or frames from an array of the same size, with no boundary handling
 - replay_bytes_per_transition
-- train_steps_per_s: the trainer's own iteration (acting, storing and the updates they pay for, at the preset's
+- train_steps_per_s: the trainer's own iteration (acting, storing and the updates then due, at the preset's
   replay ratio) with acting ahead of learning on its own thread (--pipeline=on), against
   train_steps_per_s_overlap (the emulators stepping while the previous step's updates are made) and
   train_steps_per_s_no_overlap (in order); the trainers' memories are filled to the preset's capacity first.
@@ -48,7 +48,7 @@ import sys
 from absl import app, flags
 
 from hvd_dqn.agent.factory import learns_from_replay
-from hvd_dqn.cli import fail, flags_parser
+from hvd_dqn.errors import fail, flags_parser
 from hvd_dqn.config import ConfigError
 from hvd_dqn.flags import config_from_flags, define_flags
 from hvd_dqn.tools.stages import POLICY_BATCH_SIZES

@@ -1,4 +1,4 @@
-"""The trainer's own iteration (acting, storing and the updates they pay for) in each way of overlapping acting
+"""The trainer's own iteration (acting, storing and the updates then due) in each way of overlapping acting
 with learning, side by side, in a child process of the benchmark: TensorFlow's thread pools are fixed per
 process, and the pipeline needs an inter-op thread for each side."""
 from __future__ import annotations

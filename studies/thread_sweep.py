@@ -1,6 +1,6 @@
 """Which TensorFlow and emulator thread counts make one training process fastest on this machine.
 
-    .venv/bin/python -m hvd_dqn.tools.thread_sweep --flagfile=configs/breakout_dopamine.flags \\
+    .venv/bin/python studies/thread_sweep.py --flagfile=configs/breakout_dopamine.flags \\
         --settings=2/2/1,2/1/1,1/1/1,2/2/2 --rounds=2 --json=threads.json
 
 Each setting is INTRA/ENV/INTER: --intra_op_threads, --env_threads, --inter_op_threads (0 means the
@@ -19,8 +19,8 @@ import subprocess
 import sys
 import tempfile
 
-PROGRAM = "hvd_dqn.tools.thread_sweep"
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROGRAM = "studies/thread_sweep.py"
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def parse_settings(text: str):

@@ -1,6 +1,6 @@
 """Where an allreduce's time goes, from a Horovod timeline (horovodrun --timeline-filename FILE.json):
 
-    .venv/bin/python -m hvd_dqn.tools.timeline_summary FILE.json [--skip_fraction=0.5]
+    .venv/bin/python studies/timeline_summary.py FILE.json [--skip_fraction=0.5]
 
 Prints, for every phase the timeline records (NEGOTIATE_ALLREDUCE: waiting until every rank has asked for the
 tensor, which includes waiting for the background thread's next cycle; MPI_ALLREDUCE or GLOO_ALLREDUCE: the

@@ -104,11 +104,10 @@ _HELP = {
                     "of its own env steps on --batch_size of its own transitions: N times fewer updates per env "
                     "step, each with an N times larger global batch, so the step size is scaled by N and the "
                     "schedules counted in updates divided by N (--scale_lr_by_workers, "
-                    "--scale_schedules_by_workers, both on); 2 workers of one CPU core each solved CartPole in "
-                    "0.66x one worker's time at 1.01x its env steps. updates: the job updates every "
-                    "--train_frequency env steps summed over ranks, each rank adding --batch_size / N "
-                    "transitions: one rank's updates and batch at any N (on CartPole 2 workers made 0.78x one "
-                    "worker's env steps per second: each update waits for a sync). --elastic needs batch.",
+                    "--scale_schedules_by_workers, both on): ranks add speed, since no update waits for a "
+                    "smaller one. updates: the job updates every --train_frequency env steps summed over ranks, "
+                    "each rank adding --batch_size / N transitions: one rank's updates and batch at any N, each "
+                    "update waiting for a sync (docs/scaling.md compares the two). --elastic needs batch.",
     "lr_scale_rule": "With --scale_lr_by_workers: linear (the rate times N, Goyal et al. 2017) or sqrt (times "
                      "sqrt(N), Krizhevsky 2014; Hoffer et al. 2017).",
     "scale_lr_by_workers": "Under --rank_scaling=batch: multiply the learning rate by the number of ranks (the "

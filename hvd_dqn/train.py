@@ -1,7 +1,9 @@
-"""Data-parallel DQN training: `horovodrun -np N python -m hvd_dqn.train --flagfile=configs/cartpole.flags`.
+"""Data-parallel DQN and PQN training with Horovod and TensorFlow-Keras.
 
-This module is the command line: flags, the one-line error that a bad setting gets, and the hand-over to
-`hvd_dqn.run.trainer.Trainer`, where the training itself lives.
+  horovodrun -np N python -m hvd_dqn.train --flagfile=configs/cartpole.flags [--flag=value ...]
+
+--flagfile=FILE reads a preset (configs/*.flags); flags given after it override it. --help lists the flags
+most runs set, by task; --helpfull lists every flag. From Python: hvd_dqn.runner.Runner.
 """
 from __future__ import annotations
 
@@ -62,9 +64,14 @@ SHORT_HELP_ARGS = ("--help", "-h", "-?", "--helpshort")
 
 def run() -> None:
     """Console-script entry point. --help lists the flags a user sets, by task (absl's own would list only the
-    flags defined in this module, none); --helpfull stays absl's list of every flag."""
+    flags defined in this module, none); --helpfull lists every flag."""
     if any(arg in SHORT_HELP_ARGS for arg in sys.argv[1:]):
         print(short_help())
+        sys.exit(0)
+    if "--helpfull" in sys.argv[1:]:  # absl's own prints the same list but exits 1, as if it had failed
+        print(__doc__.strip(), "", "Every flag of hvd_dqn.train:", flags.FLAGS.module_help("hvd_dqn.flags"),
+              "", "absl's own flags (--verbosity, --logtostderr, --alsologtostderr, ...) work as in any absl "
+              "program.", sep="\n")
         sys.exit(0)
     app.run(main, flags_parser=parse_flags)
 

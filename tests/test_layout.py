@@ -60,7 +60,7 @@ def test_the_circle_finder_finds_a_circle():
 
 def test_subpackages_by_purpose_each_say_what_they_hold():
     subpackages = sorted(path.parent.name for path in PACKAGE.glob("*/__init__.py"))
-    assert subpackages == ["agent", "logdir", "reference", "replay", "run", "tools"]
+    assert subpackages == ["agent", "baselines", "logdir", "replay", "run", "tools"]
     for name in subpackages:
         assert ast.get_docstring(ast.parse((PACKAGE / name / "__init__.py").read_text())), \
             f"hvd_dqn/{name}/__init__.py says nothing of what it holds"
@@ -72,3 +72,52 @@ MAX_MODULE_LINES = 400  # a module longer than this holds more than one idea; sp
 def test_no_module_is_longer_than_400_lines():
     lengths = {str(path.relative_to(REPO)): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
     assert {path: length for path, length in lengths.items() if length > MAX_MODULE_LINES} == {}
+
+
+MAX_PARAMETERS = 10  # a function that needs more takes a config (or a small dataclass) instead
+
+
+def test_no_function_takes_more_than_10_parameters():
+    crowded = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                arguments = node.args
+                names = [argument.arg for argument in arguments.posonlyargs + arguments.args + arguments.kwonlyargs]
+                count = len(names) - (names[:1] in (["self"], ["cls"])) + bool(arguments.vararg) + bool(arguments.kwarg)
+                if count > MAX_PARAMETERS:
+                    crowded.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({count})")
+    assert crowded == []
+
+
+def test_the_run_machinery_knows_the_agents_only_through_their_interface():
+    """DQN and PQN live whole under agent/dqn/ and agent/pqn/; no module of run/ imports either: the trainer,
+    checkpoints, metrics, stopping and the memory pre-flight ask the agent (agent/interface.py), which the
+    factory (agent/factory.py) builds."""
+    graph = import_graph()
+    agents = {name for name in graph if name.startswith(("hvd_dqn.agent.dqn", "hvd_dqn.agent.pqn"))}
+    assert {"hvd_dqn.agent.dqn.agent", "hvd_dqn.agent.pqn.agent"} <= agents
+    reaching = {module: sorted(graph[module] & agents) for module in graph if module.startswith("hvd_dqn.run")}
+    assert {module: imported for module, imported in reaching.items() if imported} == {}
+    assert "hvd_dqn.agent.factory" in graph["hvd_dqn.run.trainer"]
+
+
+
+def test_every_module_is_named_where_docs_architecture_says_where_things_live():
+    """A module of a subpackage is named (`trainer`) in its subpackage's row; one at the top by its file name."""
+    table = (REPO / "docs" / "architecture.md").read_text().split("## Where things live", 1)[1]
+    rows = [line for line in table.splitlines() if line.startswith("| `hvd_dqn/")]
+    top = "\n".join(row.split(" | ")[0] for row in rows)
+    unnamed = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.name == "__init__.py":
+            continue
+        parts = path.relative_to(PACKAGE).parts
+        if len(parts) == 1:
+            named = path.name in top
+        else:
+            row = next((row for row in rows if row.startswith(f"| `hvd_dqn/{parts[0]}/`")), "")
+            named = f"`{path.stem}`" in row
+        if not named:
+            unnamed.append(str(path.relative_to(REPO)))
+    assert unnamed == []

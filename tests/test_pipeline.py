@@ -122,7 +122,7 @@ def _pipeline(lead):
                           env_steps_per_iteration=2, updates=0)
 
 
-def test_an_acting_failure_reaches_the_learning_side_with_its_cause():
+def test_an_acting_failure_reaches_the_trainers_thread_with_its_cause():
     from hvd_dqn.run.pipeline import PipelineError
 
     pipeline = _pipeline(lead=5)

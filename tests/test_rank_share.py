@@ -176,8 +176,14 @@ def test_the_start_up_log_warns_past_the_ranks_the_default_rule_was_measured_at(
     caution = rank_count_caution(CARTPOLE, 32)
     assert caution.startswith("--rank_scaling=batch with 32 ranks multiplies the step size by 32: the rule kept one "
                               "rank's env steps to a score (within 1.25x) through 16 ranks")
-    assert "CartPole needed 1.32x" in caution and "every seed solved at 1.16x" in caution
+    assert "at 32 ranks on this task" in caution and "CartPole needed 1.32x" in caution
+    assert "every seed solved at 1.16x" in caution and "MinAtar" not in caution  # only the task being trained
     assert caution.endswith(f"a longer --n_step than {CARTPOLE.n_step}")
+    minatar = rank_count_caution(dataclasses.replace(CARTPOLE, env_id="MinAtar/Breakout-v0"), 32)
+    assert "MinAtar Breakout needed 1.05x" in minatar and "CartPole" not in minatar
+    unmeasured = rank_count_caution(dataclasses.replace(CARTPOLE, env_id="ALE/Pong-v5"), 32)
+    assert "32 ranks were not measured on ALE/Pong-v5; on the tasks that were" in unmeasured
+    assert "CartPole needed 1.32x" in unmeasured and "MinAtar Breakout needed 1.05x" in unmeasured
     # Other rules were not measured there, so the figures would not be theirs.
     for changes in (dict(lr_scale_rule="sqrt"), dict(scale_lr_by_workers=False), dict(scale_schedules_by_workers=False),
                     dict(rank_scaling="updates"), dict(elastic=True), dict(agent="pqn")):

@@ -107,10 +107,8 @@ class TrainConfig:
     # step size scaled by N and the schedules counted in updates divided by N (both on by default). "updates":
     # the job updates every train_frequency env steps summed over ranks, each rank adding batch_size / N
     # transitions (one rank's updates and batch, whatever N). batch is the default because it shortens the time
-    # to a score: on CartPole, one core per worker, 2 workers made 1.36x one worker's env steps per second under
-    # batch and 0.78x under updates (each update pays a sync that half the batch does not buy back;
-    # results/throughput/rank_scaling_modes/), at the same env steps to solve. On GPUs, where a smaller batch
-    # costs the same, updates cannot gain at all (results/cost_model/README.md).
+    # to a score: under updates every update waits for a sync that half the batch does not make up for, and on
+    # GPUs, where a smaller batch costs the same, it cannot gain at all (docs/scaling.md compares the two).
     rank_scaling: str = "batch"
     scale_lr_by_workers: bool = True  # batch: multiply the learning rate by the number of ranks (Goyal et al. 2017)
     lr_scale_rule: str = "linear"  # with scale_lr_by_workers: times N (Goyal et al.) or times sqrt(N)

@@ -104,8 +104,7 @@ def learning_rate_at(config: TrainConfig, world_size: int) -> LearningRateAtRank
 def unscaled_schedules_warning(config: TrainConfig, world_size: int) -> Optional[str]:
     """The start-up warning for DQN under --rank_scaling=batch at N > 1 fixed ranks without
     --scale_schedules_by_workers, whose schedules counted in updates then span N times the env steps; None
-    otherwise. Legitimate, but the worst rule the scaling study measured (CartPole, 4 ranks: no seed of 3
-    solved)."""
+    otherwise. Legitimate, but the worst rule the scaling study measured (docs/scaling.md)."""
     if (config.agent != "dqn" or config.rank_scaling != "batch" or world_size == 1 or config.elastic
             or scales_schedules(config)):
         return None
@@ -155,8 +154,7 @@ def rank_share(config: TrainConfig, world_size: int):
     """(envs, replay capacity) of one rank of `world_size`. --num_envs and --replay_capacity count over the
     job, like --total_env_steps, and are split evenly over the ranks, so that a preset runs the same envs and
     memory at any N: N times as many envs would change the algorithm (each env's episodes would span N times
-    as many updates: measured on CartPole, 32 envs in one rank stayed near 150 by 60k env steps where 4 envs
-    played 500). With --counts_per_rank (or --elastic) each rank has its own."""
+    as many updates; docs/scaling.md). With --counts_per_rank (or --elastic) each rank has its own."""
     if config.agent == "pqn":
         return pqn_rank_envs(config, world_size), 0
     envs = rank_envs(config, world_size)

@@ -1,10 +1,9 @@
 """A NumPy copy of a small Q-network's forward pass, for acting.
 
 Acting asks the network for a handful of observations at every env step. For the MLPs of classic control a
-TensorFlow call costs about 350 microseconds on a CPU core (measured with TF 2.18: the dispatch of a
-tf.function, not the arithmetic), several times the env step itself, so an agent whose network stays fixed for
-many steps (PQN holds it through a rollout) acts faster from a copy of its weights in NumPy: about 20
-microseconds for CartPole's 120-84 network with LayerNorm, 4 envs.
+TensorFlow call costs hundreds of microseconds on a CPU core (the dispatch of a tf.function, not the
+arithmetic), several times the env step itself, so an agent whose network stays fixed for many steps (PQN holds
+it through a rollout) acts an order of magnitude faster from a copy of its weights in NumPy.
 
 Only a chain of the layers the MLP presets build is copied (Flatten, Dense with no or ReLU activation,
 LayerNormalization over the last axis, ReLU); any other network (convolutions, a dueling head) gets None and

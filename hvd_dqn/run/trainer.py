@@ -43,8 +43,8 @@ class Trainer:
         self.config = config
         self.use_pipeline = acts_ahead(config, steps_outside_python(config.env_id))
         # Horovod: one process per rank, its threads (and GPU) set before TensorFlow runs an op. The pipeline's
-        # acting thread needs an inter-op thread of its own beside the learner's ops (with one, its inference fell
-        # from 378 to 40 per second beside a Nature-CNN update; with two it ran at 337).
+        # acting thread needs an inter-op thread of its own beside the learner's ops, or its inference waits for
+        # each update (results/pipeline_benchmark/README.md).
         try:
             self.world = distributed.init_horovod(config.intra_op_threads,
                                                   config.inter_op_threads + int(self.use_pipeline),

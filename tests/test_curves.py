@@ -145,7 +145,8 @@ def test_compare_to_baseline_prints_the_windows_beside_dopamines_published_numbe
 @pytest.mark.parametrize("arguments, message", [
     (["--agent=NoSuchAgent"], "no Dopamine data for agent 'NoSuchAgent' on breakout; kept here: C51, DQN, IQN, "
                               "QR-DQN, Rainbow"),
-    (["--game=tetris"], "no Dopamine data for game 'tetris'; kept here: breakout, pong"),
+    (["--game=tetris"], "no Dopamine data for game 'tetris'; kept here: beamrider, breakout, pong, qbert, seaquest, "
+                        "spaceinvaders"),
     (["--out=table.txt"], "--out=table.txt: must end in .png"),
 ])
 def test_compare_to_baseline_names_the_problem_in_one_line(tmp_path, arguments, message):
@@ -154,3 +155,53 @@ def test_compare_to_baseline_names_the_problem_in_one_line(tmp_path, arguments, 
                  check=False)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip() == f"compare_to_baseline.py: error: {message}"
+
+
+def _write_suite_run(folder, env_id, seed, window_3_return, seconds=4000.0):
+    """A 1M-agent-step run: an episode of return -21 (or 0) every 50k steps, then `window_3_return` in 750k-1M."""
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"env_id": env_id, "seed": seed, "agent": "pqn"}))
+    with open(folder / "episodes.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["env_steps", "env_frames", "rank", "env", "return", "length", "wall_s"])
+        for env_steps in range(50_000, 1_000_001, 50_000):
+            episode_return = window_3_return if env_steps > 750_000 else 0.0
+            writer.writerow([env_steps, env_steps * 4, 0, 0, episode_return, 1000, seconds * env_steps / 1e6])
+    with open(folder / "metrics.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["env_steps", "env_frames", "eval_return_mean"])
+        writer.writerow([1_000_000, 4_000_000, ""])
+    return str(folder)
+
+
+def test_the_atari_suite_tables_each_game_against_dopamines_agents(tmp_path):
+    """Dopamine's iteration 3 (google/dopamine baselines/atari/data/<game>_CNN.json): Pong DQN -13.7, Rainbow -16.7;
+    SpaceInvaders DQN 415.9, Rainbow 401.2."""
+    runs = [_write_suite_run(tmp_path / "pong0", "ALE/Pong-v5", 0, -10.0),
+            _write_suite_run(tmp_path / "pong1", "ALE/Pong-v5", 1, -16.0, seconds=5000.0),
+            _write_suite_run(tmp_path / "invaders0", "ALE/SpaceInvaders-v5", 0, 400.0)]
+    out = tmp_path / "suite"
+    result = run([PYTHON, str(REPO / "scripts" / "atari_suite.py"), *runs, "--label=PQN", f"--out={out}"], timeout=120)
+    assert "| pong | 2 | **-13.0** [-16.0, -10.0] | -13.7 [-16.0, -11.6] |" in result.stdout
+    assert result.stdout.count("| yes | yes | 250, 200 |") == 1  # Pong: above both; 1M steps in 4,000 and 5,000 s
+    assert "| spaceinvaders | 1 | **400.0** | 415.9 [" in result.stdout and "| no | no | 250 |" in result.stdout
+    assert "Above Dopamine's DQN on 1 of 2 games, above its Rainbow on 1 of 2." in result.stdout
+    written = json.loads((tmp_path / "suite.json").read_text())
+    assert (written["games_above_dqn"], written["games_above_rainbow"], written["games"]) == (1, 1, 2)
+    assert (tmp_path / "suite.png").read_bytes().startswith(PNG_MAGIC)
+    assert (tmp_path / "suite.md").read_text().strip() == result.stdout.strip()
+
+
+def test_the_atari_suite_refuses_a_run_short_of_the_window(tmp_path):
+    folder = tmp_path / "short"
+    _write_suite_run(folder, "ALE/Pong-v5", 0, -10.0)
+    metrics = folder / "metrics.csv"
+    metrics.write_text("env_steps,env_frames,eval_return_mean\n600000,2400000,\n")
+    episodes = (folder / "episodes.csv").read_text().splitlines()
+    (folder / "episodes.csv").write_text("\n".join(episodes[:13]) + "\n")  # to 600k agent steps
+    result = run([PYTHON, str(REPO / "scripts" / "atari_suite.py"), str(folder), f"--out={tmp_path / 'suite'}"],
+                 timeout=120, check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == (f"atari_suite.py: error: {folder}: the run did not reach the end of window 3 "
+                                     "(1,000,000 agent steps)")
+

@@ -7,7 +7,9 @@ set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [[ $# -eq 2 ]] || { echo "usage: $0 LOGDIR NAME" >&2; exit 2; }
 logdir="$1" name="$2"
-[[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || { echo "$0: error: NAME=$name: letters, digits, _ . - only (a folder under results/)" >&2; exit 2; }
+# NAME: a folder under results/, or one level further down for a claim with several runs (atari/pong_pqn_seed0).
+[[ "$name" =~ ^[A-Za-z0-9_-][A-Za-z0-9_.-]*(/[A-Za-z0-9_-][A-Za-z0-9_.-]*)?$ ]] \
+  || { echo "$0: error: NAME=$name: letters, digits, _ . - and at most one / (a folder under results/)" >&2; exit 2; }
 for file in episodes.csv metrics.csv config.json; do
   [[ -f "$logdir/$file" ]] || { echo "$0: error: $logdir has no $file" >&2; exit 2; }
 done

@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
-# Makes the environment CleanRL's scripts run in for studies/pqn_side_by_side.py, outside hvd_dqn's venv:
-#     bash studies/peer_venv.sh PEERS/cleanrl
+# Makes the environment CleanRL's scripts run in, outside hvd_dqn's venv:
+#     bash studies/peer_venv.sh PEERS/cleanrl            # pqn.py (CartPole) for studies/pqn_side_by_side.py
+#     bash studies/peer_venv.sh PEERS/cleanrl_atari atari   # pqn_atari_envpool.py (Atari through envpool)
 # CleanRL's pyproject pins gymnasium 0.29.1 and torch 2.4.1 (Python < 3.11). This machine's Python is 3.11 and
-# PyPI's torch 2.4.1 is a CUDA build of several GB, so the study used a CPU build of torch 2.13.0 (TORCH below;
+# PyPI's torch 2.4.1 is a CUDA build of several GB, so the studies use a CPU build of torch 2.13.0 (TORCH below;
 # elsewhere: TORCH="torch==2.4.1 --index-url https://download.pytorch.org/whl/cpu"). numpy stays below 2, which
-# gymnasium 0.29.1 was written for.
+# gymnasium 0.29.1 was written for. pqn_atari_envpool.py needs envpool 0.8.4 with gym 0.23.1 (envpool 1.2's API
+# and gym 0.26's step signature break it); both install on Python 3.11.
 set -euo pipefail
-venv=${1:?usage: peer_venv.sh DIR}
+venv=${1:?usage: peer_venv.sh DIR [atari]}
+kind=${2:-classic}
 TORCH=${TORCH:-torch==2.13.0}
 python3 -m venv "$venv"
-# shellcheck disable=SC2086
-"$venv/bin/pip" install -q $TORCH gymnasium==0.29.1 numpy==1.26.4 tyro==0.8.14 tensorboard==2.18.0
-"$venv/bin/python" -c "import torch, gymnasium; print('torch', torch.__version__, 'gymnasium', gymnasium.__version__)"
+if [[ "$kind" == atari ]]; then
+  # shellcheck disable=SC2086
+  "$venv/bin/pip" install -q $TORCH envpool==0.8.4 gym==0.23.1 "numpy<2" tyro==0.8.14 tensorboard==2.18.0
+  "$venv/bin/python" -c "import torch, envpool, gym; print('torch', torch.__version__, 'envpool', envpool.__version__, 'gym', gym.__version__)"
+else
+  # shellcheck disable=SC2086
+  "$venv/bin/pip" install -q $TORCH gymnasium==0.29.1 numpy==1.26.4 tyro==0.8.14 tensorboard==2.18.0
+  "$venv/bin/python" -c "import torch, gymnasium; print('torch', torch.__version__, 'gymnasium', gymnasium.__version__)"
+fi

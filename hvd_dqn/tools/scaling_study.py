@@ -20,7 +20,7 @@ Each finished run's evidence (episodes.csv, metrics.csv, config.json and run.jso
 commit each part was trained with) is copied to OUT_runs/np<ranks>_seed<seed>/, beside the results, so anyone can
 recompute the study from the raw episodes. Runs whose evidence is already there (made with the same preset flags,
 comments aside, and the same flags after --), or that finished in --workdir (a final checkpoint at the budget), are
-not trained again: a study can be stopped and continued, in another session or on another machine, from what the
+not trained again: a study can be stopped and continued, later or on another machine, from what the
 repository holds. A run stopped part-way (SIGTERM or Ctrl-C to the study, passed on to its ranks; or a signal to
 horovodrun or the ranks themselves, which the study reports and does not take for finished) keeps a checkpoint with
 its replay memories and, when the study is started again, continues from it (--resume --checkpoint_replay). With

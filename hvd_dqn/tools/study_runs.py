@@ -57,7 +57,7 @@ def holds_replay(logdir: str, ranks: int) -> bool:
 def train(ranks: int, seed: int, logdir: str, args, extra, resume: bool) -> float:
     """Trains (or, with `resume`, continues from its newest checkpoint) one run; returns this part's wall time.
     Every checkpoint holds the ranks' replay memories (and CartPole's or MinAtar's emulators), so a run stopped
-    by a signal continues where it stopped (--resume --checkpoint_replay): a run longer than a session is not
+    by a signal continues where it stopped (--resume --checkpoint_replay): a run longer than one sitting is not
     thrown away."""
     # The launcher and the ranks from the study's own environment (the project's venv).
     command = [os.path.join(os.path.dirname(sys.executable), "horovodrun"), "-np", str(ranks), f"--{args.controller}",

@@ -25,7 +25,8 @@ acting and learning plus the sync). Time to a score is the env steps it takes, w
 measure per worker count, over the rate.
 
 `hvd_dqn.tools.cost_model` measures the three costs on this machine and checks the prediction against measured runs;
-`paper_rows` applies the same formula to GPU hardware from published figures (GPU_ASSUMPTIONS).
+`paper_rows` and `pqn_paper_rows` apply the same formula to GPUs from a hardware profile of measured parts
+(hvd_dqn/tools/hardware_profiles.py).
 """
 from __future__ import annotations
 
@@ -77,81 +78,80 @@ def ring_allreduce_s(gradient_bytes: float, workers: int, bytes_per_s: float, ho
     return 2 * (workers - 1) * (gradient_bytes / workers / bytes_per_s + hop_latency_s)
 
 
-@dataclasses.dataclass(frozen=True)
-class Assumption:
-    value: float
-    unit: str
-    source: str
-
-
-# Every figure the GPU table rests on, with where it comes from. The update and acting costs are from a
-# 2016 GPU (GTX 1080): a newer GPU is faster, so the table's GPU times are conservative.
-GPU_ASSUMPTIONS = {
-    "learn_s": Assumption(
-        2.6e-3, "s per update at batch 32 (Nature CNN, one GPU)",
-        "Daley & Amato 2021, 'Human-level control without server-grade hardware' (arXiv:2111.01264): a "
-        "200M-frame DQN run (50M agent steps, 12.5M updates at one per 4 steps) in 9 h on one GTX 1080 with "
-        "acting and learning concurrent, so at most 9 h / 12.5M = 2.6 ms per update"),
-    "act_s": Assumption(
-        1.15e-3, "s per env step (emulator on one CPU core + one GPU inference)",
-        "the same paper's sequential baseline, 25 h for the same run: (25 h - 12.5M x 2.6 ms) / 50M steps"),
-    "negotiation_s": Assumption(
-        1.0e-3, "s per update (Horovod's negotiation: the tensor waits for the next cycle and its coordination)",
-        "Horovod 0.28.1's default cycle time, 1 ms (horovod/common/operations.cc, SetCycleTimeMs(1)); a "
-        "Horovod timeline of 2 CPU ranks over MPI measured 1.06 ms of negotiation per update"),
-    "nvlink_bytes_per_s": Assumption(
-        300e9, "bytes/s per direction between two GPUs of a node",
-        "NVIDIA: an A100 has 12 third-generation NVLinks, 600 GB/s in all (nvidia.com/data-center/nvlink), "
-        "i.e. 300 GB/s each way; NVSwitch connects every pair of a DGX A100's 8 GPUs at that rate"),
-    "nvlink_latency_s": Assumption(
-        5e-6, "s per ring step within a node", "an assumption (a few microseconds per NCCL step on NVLink); it "
-        "changes the 8-GPU figures by under 0.1 ms"),
-    "infiniband_bytes_per_s": Assumption(
-        25e9, "bytes/s per GPU between nodes",
-        "NVIDIA DGX A100 reference architecture (DGX SuperPOD RA-09950-001, 2020): eight 200 Gb/s HDR "
-        "InfiniBand ports per node, one per GPU: 25 GB/s each"),
-    "infiniband_latency_s": Assumption(
-        4e-6, "s per ring step between nodes",
-        "Mellanox, 'InfiniBand In-Network Computing Technology' (2019): communication latencies of 3-4 us"),
-}
-
-
-def gpu_sync_s(gradient_bytes: int, nodes: int, gpus_per_node: int) -> float:
-    """What one update's gradient exchange adds on `nodes` x `gpus_per_node` GPUs (GPU_ASSUMPTIONS): the ring
-    over NVLink within a node or InfiniBand across nodes, plus Horovod's negotiation; 0 for one GPU."""
-    a = {name: assumption.value for name, assumption in GPU_ASSUMPTIONS.items()}
+def gpu_sync_s(profile, gradient_bytes: int, nodes: int, gpus_per_node: int) -> float:
+    """What one update's gradient exchange adds on `nodes` x `gpus_per_node` GPUs of `profile`
+    (hardware_profiles.HardwareProfile): the ring within a node or across nodes, plus Horovod's negotiation;
+    0 for one GPU."""
     workers = nodes * gpus_per_node
     if workers == 1:
         return 0.0
+    exchange = profile.exchange
     if nodes > 1:
-        bandwidth, latency = a["infiniband_bytes_per_s"], a["infiniband_latency_s"]
+        bandwidth, latency = exchange.inter_node_bytes_per_s, exchange.inter_node_latency_us
     else:
-        bandwidth, latency = a["nvlink_bytes_per_s"], a["nvlink_latency_s"]
-    return ring_allreduce_s(gradient_bytes, workers, bandwidth, latency) + a["negotiation_s"]
+        bandwidth, latency = exchange.intra_node_bytes_per_s, exchange.intra_node_latency_us
+    return ring_allreduce_s(gradient_bytes, workers, bandwidth, latency * 1e-6) + exchange.negotiation_ms * 1e-3
 
 
-def paper_rows(gradient_bytes: int, batch_size: int, train_frequency: int, job_num_envs_per_gpu: int,
-               env_steps: float, layouts=((1, 1), (1, 8), (4, 8)), modes=("updates", "batch"),
-               overlap: bool = True) -> List[dict]:
-    """Predicted env steps/s and hours to `env_steps` for GPU jobs laid out as (nodes, GPUs per node), in each
-    rank-scaling mode. The GPU's update is taken as batch-independent at and below the preset's batch (a
-    batch of 32 does not fill a GPU: the step is bound by its kernel launches), so under `updates` a GPU
-    drawing 32/N costs what one drawing 32 does."""
-    a = {name: assumption.value for name, assumption in GPU_ASSUMPTIONS.items()}
-    rows = []
-    for nodes, per_node in layouts:
-        workers = nodes * per_node
-        sync = gpu_sync_s(gradient_bytes, nodes, per_node)
-        for mode in modes:  # each GPU its own envs; under `updates` the job keeps one GPU's batch and ratio
-            shape = rank_shape(mode, job_num_envs_per_gpu * workers, batch_size, train_frequency, workers)
-            rate = job_env_steps_per_s(shape, a["act_s"], a["learn_s"], sync, overlap)
-            rows.append(dict(nodes=nodes, gpus_per_node=per_node, workers=workers, rank_scaling=mode,
-                             sync_ms=round(1000 * sync, 3), env_steps_per_s=round(rate, 1),
-                             hours_to_env_steps=round(env_steps / rate / 3600, 2)))
+def _speedups(rows: List[dict]) -> List[dict]:
     for row in rows:
         base = next(other for other in rows if other["workers"] == 1 and other["rank_scaling"] == row["rank_scaling"])
         row["speedup"] = round(row["env_steps_per_s"] / base["env_steps_per_s"], 2)
     return rows
+
+
+def paper_rows(profile, gradient_bytes: int, observation_bytes: int, batch_size: int, train_frequency: int,
+               envs_per_gpu: int, env_steps: float, layouts=((1, 1), (1, 8), (4, 8)), modes=("updates", "batch"),
+               overlap: bool = True) -> List[dict]:
+    """Predicted env steps/s and hours to `env_steps` of DQN jobs on `profile`'s GPUs laid out as (nodes, GPUs
+    per node), each GPU stepping `envs_per_gpu` envs, in each rank-scaling mode. A GPU's acting costs
+    hardware_profiles.acting_ms per vector step and its update hardware_profiles.dqn_update_ms (the batch
+    gathered from the host replay, shipped and stepped); below the smallest batch measured the update costs what
+    that batch does (a small batch does not fill a GPU), so under `updates` a GPU drawing 32/N pays what one
+    drawing 32 does."""
+    from hvd_dqn.tools.hardware_profiles import acting_ms, dqn_update_ms
+
+    rows = []
+    for nodes, per_node in layouts:
+        workers = nodes * per_node
+        sync = gpu_sync_s(profile, gradient_bytes, nodes, per_node)
+        for mode in modes:  # each GPU its own envs; under `updates` the job keeps one GPU's batch and ratio
+            shape = rank_shape(mode, envs_per_gpu * workers, batch_size, train_frequency, workers)
+            act_s = acting_ms(profile, shape.num_envs) / shape.num_envs / 1000.0
+            learn_s = dqn_update_ms(profile, shape.batch_size, observation_bytes) / 1000.0
+            rate = job_env_steps_per_s(shape, act_s, learn_s, sync, overlap)
+            rows.append(dict(nodes=nodes, gpus_per_node=per_node, workers=workers, rank_scaling=mode,
+                             envs_per_gpu=envs_per_gpu, act_ms_per_update=round(
+                                 1000 * act_s * shape.env_steps_per_update, 3),
+                             learn_ms=round(1000 * learn_s, 3), sync_ms=round(1000 * sync, 3),
+                             env_steps_per_s=round(rate, 1), hours_to_env_steps=round(env_steps / rate / 3600, 2)))
+    return _speedups(rows)
+
+
+def pqn_paper_rows(profile, gradient_bytes: int, observation_bytes: int, num_envs: int, rollout_steps: int,
+                   num_minibatches: int, update_epochs: int, env_steps: float,
+                   layouts=((1, 1), (1, 8), (4, 8))) -> List[dict]:
+    """Predicted env steps/s and hours to `env_steps` of PQN jobs on `profile`'s GPUs laid out as (nodes, GPUs per
+    node), every GPU with the preset's envs and minibatches (--counts_per_rank). A rollout is its vector steps'
+    acting and then its updates, each waiting for its exchange: nothing overlaps in PQN's cycle.
+
+        seconds per rollout = T x t_act(e) + U x (t_update(m) + t_sync(N)),  env steps/s = N x e x T / that"""
+    from hvd_dqn.tools.hardware_profiles import acting_ms, pqn_update_ms
+
+    minibatch = num_envs * rollout_steps // num_minibatches
+    updates = num_minibatches * update_epochs
+    acting_s = rollout_steps * acting_ms(profile, num_envs) / 1000.0
+    update_s = pqn_update_ms(profile, minibatch, observation_bytes) / 1000.0
+    rows = []
+    for nodes, per_node in layouts:
+        workers = nodes * per_node
+        sync = gpu_sync_s(profile, gradient_bytes, nodes, per_node)
+        rate = workers * num_envs * rollout_steps / (acting_s + updates * (update_s + sync))
+        rows.append(dict(nodes=nodes, gpus_per_node=per_node, workers=workers, rank_scaling="counts_per_rank",
+                         envs_per_gpu=num_envs, acting_ms_per_rollout=round(1000 * acting_s, 1),
+                         learn_ms=round(1000 * update_s, 3), sync_ms=round(1000 * sync, 3),
+                         env_steps_per_s=round(rate, 1), hours_to_env_steps=round(env_steps / rate / 3600, 2)))
+    return _speedups(rows)
 
 
 class ScoreFigureError(ValueError):
@@ -223,40 +223,3 @@ def costs_table(costs: Dict[str, Dict]) -> str:
             what = {"act_s": "envs", "learn_s": "batch", "sync_s": "workers"}[name]
             lines.append(f"  {name:<8} {what} {key:>4}: {1000 * value:8.3f} ms")
     return "\n".join(lines)
-
-
-# PQN (--agent=pqn) on GPUs: each rank's cycle is a rollout (its envs stepped --rollout_steps times) and that
-# rollout's updates, each of which waits for the allreduce of its gradient:
-#
-#     seconds per rollout = t_rollout + U x t_sync(N),    job env steps/s = N x S / seconds per rollout
-#
-# with S the env steps of a rank's rollout and U its updates (--update_epochs x --num_minibatches). t_rollout is
-# a whole rollout of one GPU, acting and updates together, as a published run measured it, so the model needs
-# no split of the two; it holds where every GPU runs the preset's envs and minibatches of its own
-# (hvd_dqn.train --counts_per_rank), which makes the job's rollout and minibatches N times the preset's.
-PQN_GPU_ASSUMPTIONS = {
-    "rollout_s": Assumption(
-        0.263, "s per rollout of 8 envs x 128 steps and its 16 updates of 256 (Nature CNN with LayerNorm, one GPU)",
-        "CleanRL's pqn_atari_envpool.py on Breakout-v5 (the preset configs/breakout_pqn.flags follows): 10M agent "
-        "steps in 42.82 minutes on one GPU (CleanRL's docs, rl-algorithms/pqn, runtime table; benchmark/pqn.sh "
-        "gives each run one GPU), i.e. 2,569 s over 9,766 rollouts of 1,024 steps; torch with envpool, so "
-        "hvd_dqn's TensorFlow on one GPU is assumed to match it"),
-}
-
-
-def pqn_paper_rows(gradient_bytes: int, env_steps_per_rollout: int, updates_per_rollout: int, env_steps: float,
-                   layouts=((1, 1), (1, 8), (4, 8))) -> List[dict]:
-    """Predicted env steps/s and hours to `env_steps` of PQN jobs laid out as (nodes, GPUs per node), every GPU
-    with the preset's envs and minibatches (PQN_GPU_ASSUMPTIONS, and GPU_ASSUMPTIONS for the exchange)."""
-    rollout_s = PQN_GPU_ASSUMPTIONS["rollout_s"].value
-    rows = []
-    for nodes, per_node in layouts:
-        workers = nodes * per_node
-        sync = gpu_sync_s(gradient_bytes, nodes, per_node)
-        rate = workers * env_steps_per_rollout / (rollout_s + updates_per_rollout * sync)
-        rows.append(dict(nodes=nodes, gpus_per_node=per_node, workers=workers, rank_scaling="counts_per_rank",
-                         sync_ms=round(1000 * sync, 3), env_steps_per_s=round(rate, 1),
-                         hours_to_env_steps=round(env_steps / rate / 3600, 2)))
-    for row in rows:
-        row["speedup"] = round(row["env_steps_per_s"] / rows[0]["env_steps_per_s"], 2)
-    return rows

@@ -13,8 +13,9 @@ From them it predicts the job's env steps per second for each worker count. With
 preset with 1 and N workers in alternating rounds (`hvd_dqn.tools.benchmark_workers`'s runs) and reports each
 prediction's error; with --study, a time study's JSON, it predicts the seconds to the study's target from the
 env steps each worker count took there and sets them beside the measured ones. With --paper it prints the same
-formula's figures for GPU nodes and clusters from published hardware figures instead, every assumption with its
-source.
+formula's figures for GPU nodes and clusters from a hardware profile instead (--profile: a built-in one such as
+h200-16core, or the file `python -m hvd_dqn.tools.calibrate` writes on the user's machine), every figure with its
+source, beside the profile's own measured loops and the model's error on them.
 """
 from __future__ import annotations
 
@@ -27,11 +28,11 @@ import sys
 import tempfile
 from types import SimpleNamespace
 
-from hvd_dqn.agent.factory import learns_from_replay
+from hvd_dqn.agent.factory import acts_ahead, learns_from_replay
 from hvd_dqn.tools.benchmark_workers import (BenchmarkError, command_for, parse_workers, resolved_config, run_once,
                                        summarise, write_report)
 from hvd_dqn.rank_split import counts_are_per_rank, problem_with_runs
-from hvd_dqn.tools import cost_formula
+from hvd_dqn.tools import cost_formula, hardware_profiles
 from hvd_dqn.tools.allreduce import MIXED_PRECISION_UNMEASURABLE
 from hvd_dqn.run import distributed
 
@@ -233,39 +234,69 @@ def with_time_to_score(rows, args, rank_scaling: str) -> None:
 
 
 def paper(config, args) -> dict:
-    from hvd_dqn.agent.networks import q_network_for
-    from hvd_dqn.envs import probe_spec
+    """GPU nodes and clusters from a hardware profile: the rows, and how the profile's own loops compare."""
+    import numpy as np
 
+    from hvd_dqn.agent.networks import q_network_for
+    from hvd_dqn.envs import probe_spec, steps_outside_python
+
+    try:
+        profile = hardware_profiles.load_profile(args.profile)
+    except hardware_profiles.ProfileError as error:
+        raise BenchmarkError(str(error)) from None
     spec = probe_spec(config)
     network = q_network_for(config, spec, "online")
     gradient_bytes = 4 * int(network.count_params())
-    if not learns_from_replay(config):  # PQN
-        rows = cost_formula.pqn_paper_rows(gradient_bytes, config.num_envs * config.rollout_steps,
-                                           config.update_epochs * config.num_minibatches, args.env_steps)
-        assumptions = {**cost_formula.PQN_GPU_ASSUMPTIONS, **cost_formula.GPU_ASSUMPTIONS}
-        with_time_to_score(rows, args, "counts_per_rank")
-        return {"agent": "pqn", "rank_scaling": "counts_per_rank", "gradient_bytes": gradient_bytes,
-                "env_steps": args.env_steps, "rows": rows,
-                "assumptions": {name: vars(assumption) for name, assumption in assumptions.items()
-                                if name not in ("learn_s", "act_s")}}
+    observation_bytes = int(np.prod(spec.observation_shape)) * np.dtype(spec.observation_dtype).itemsize
+    envs_per_gpu = args.envs_per_gpu or config.num_envs
+    layouts = parse_layouts(args.layouts)
+    report = {"profile": profile.to_json(), "gradient_bytes": gradient_bytes, "observation_bytes": observation_bytes,
+              "envs_per_gpu": envs_per_gpu, "env_steps": args.env_steps,
+              "validation": hardware_profiles.validation_rows(profile)}
     try:
-        rows = cost_formula.paper_rows(gradient_bytes, config.batch_size, config.train_frequency, 1, args.env_steps)
-    except cost_formula.ShapeError as error:  # under `updates` the preset's batch splits over 8 and 32 GPUs
+        if not learns_from_replay(config):  # PQN
+            if (envs_per_gpu * config.rollout_steps) % config.num_minibatches:
+                raise BenchmarkError(f"--envs_per_gpu={envs_per_gpu}: a rollout of {envs_per_gpu} x "
+                                     f"{config.rollout_steps} steps does not split into {config.num_minibatches} "
+                                     "minibatches")
+            rows = cost_formula.pqn_paper_rows(profile, gradient_bytes, observation_bytes, envs_per_gpu,
+                                               config.rollout_steps, config.num_minibatches, config.update_epochs,
+                                               args.env_steps, layouts)
+            report.update(agent="pqn", rank_scaling="counts_per_rank", rows=rows)
+        else:
+            overlap = acts_ahead(config, steps_outside_python(config.env_id))
+            rows = cost_formula.paper_rows(profile, gradient_bytes, observation_bytes, config.batch_size,
+                                           config.train_frequency, envs_per_gpu, args.env_steps, layouts,
+                                           overlap=overlap)
+            report.update(agent="dqn", rank_scaling=config.rank_scaling, rows=rows, overlap=overlap)
+    except (cost_formula.ShapeError, hardware_profiles.ProfileError) as error:
         raise BenchmarkError(str(error)) from None
-    with_time_to_score(rows, args, config.rank_scaling)
-    return {"gradient_bytes": gradient_bytes, "env_steps": args.env_steps, "rows": rows,
-            "rank_scaling": config.rank_scaling,
-            "assumptions": {name: vars(assumption) for name, assumption in cost_formula.GPU_ASSUMPTIONS.items()}}
+    with_time_to_score(rows, args, report["rank_scaling"])
+    return report
+
+
+def parse_layouts(text: str):
+    """--layouts=1x1,1x8,4x8: (nodes, GPUs per node) pairs, the first of them one GPU."""
+    try:
+        layouts = [tuple(int(part) for part in item.lower().split("x")) for item in text.split(",") if item.strip()]
+    except ValueError:
+        layouts = []
+    if not layouts or any(len(layout) != 2 or min(layout) <= 0 for layout in layouts) or layouts[0] != (1, 1):
+        raise BenchmarkError(f"--layouts={text}: must list NODESxGPUS pairs starting with 1x1, e.g. 1x1,1x8,4x8")
+    return layouts
 
 
 def print_paper(report: dict) -> None:
-    how = ("PQN, every GPU with the preset's envs and minibatches (--counts_per_rank)" if report.get("agent") == "pqn"
-           else "acting and learning overlapped")
-    print(f"{PROGRAM}: on paper, {report['gradient_bytes'] / 1e6:.1f} MB of gradients per update, {how}, "
-          f"{report['env_steps']:,} env steps")
-    print(f"  {'nodes x GPUs':>12} {'mode':>8} {'sync ms':>8} {'env steps/s':>12} {'speed-up':>9} {'hours':>7}")
+    profile = hardware_profiles.profile_from_json(report["profile"], "the report")  # its own JSON, read back
+    how = ("PQN, every GPU with the preset's rollout and minibatches (--counts_per_rank), nothing overlapped"
+           if report["agent"] == "pqn" else "DQN, acting " + ("overlapped with" if report["overlap"] else
+                                                             "then") + " learning (--pipeline)")
+    print(f"{PROGRAM}: on paper (a prediction from measured parts, not a measurement), profile {profile.name}, "
+          f"{report['gradient_bytes'] / 1e6:.1f} MB of gradients per update, {report['envs_per_gpu']} envs per GPU, "
+          f"{how}, {report['env_steps']:,} env steps")
+    print(f"  {'nodes x GPUs':>12} {'mode':>15} {'sync ms':>8} {'env steps/s':>12} {'speed-up':>9} {'hours':>7}")
     for row in report["rows"]:
-        print(f"  {row['nodes']:>6} x {row['gpus_per_node']:<3} {row['rank_scaling']:>8} {row['sync_ms']:>8.3f} "
+        print(f"  {row['nodes']:>6} x {row['gpus_per_node']:<3} {row['rank_scaling']:>15} {row['sync_ms']:>8.3f} "
               f"{row['env_steps_per_s']:>12,.0f} {row['speedup']:>8.2f}x {row['hours_to_env_steps']:>7.2f}")
     scored = [row for row in report["rows"] if "hours_to_score" in row]
     if scored:
@@ -275,9 +306,13 @@ def print_paper(report: dict) -> None:
         for row in scored:
             print(f"  {row['workers']:>5} {row['env_steps_to_score']:>12,.0f} {row['env_steps_ratio']:>5.2f}x "
                   f"{row['seconds_to_score'] / 60:>8.2f} {row['speedup_to_score']:>8.2f}x  {row['score_source']}")
-    print("assumptions:")
-    for name, assumption in report["assumptions"].items():
-        print(f"  {name} = {assumption['value']:g} {assumption['unit']}; {assumption['source']}")
+    if report["validation"]:
+        print("the profile's measured loops (acting then learning, Atari observations) against the model from "
+              "its parts:")
+        for row in report["validation"]:
+            print(f"  {row['loop']:<55} measured {row['measured']:>7,.0f}  predicted {row['predicted']:>7,.0f}  "
+                  f"({100 * row['error']:+.1f}%)")
+    print("\n".join(hardware_profiles.describe(profile)))
 
 
 def print_predictions(predicted) -> None:
@@ -326,7 +361,15 @@ def main(argv=None) -> int:
     parser.add_argument("--validate_rounds", type=int, default=2, help="Alternating rounds of validation runs.")
     parser.add_argument("--measure_env_steps", type=int, default=10000, help="Env steps timed per validation run.")
     parser.add_argument("--study", default=None, help="A time study's JSON: predict its seconds to the target.")
-    parser.add_argument("--paper", action="store_true", help="GPU nodes and clusters on paper, from GPU_ASSUMPTIONS.")
+    parser.add_argument("--paper", action="store_true",
+                        help="GPU nodes and clusters on paper, from a hardware profile of measured parts.")
+    parser.add_argument("--profile", default="h200-16core",
+                        help="With --paper: a built-in hardware profile (" + ", ".join(hardware_profiles.BUILT_IN)
+                             + ") or a profile file written by python -m hvd_dqn.tools.calibrate.")
+    parser.add_argument("--layouts", default="1x1,1x8,4x8",
+                        help="With --paper: the jobs to predict, as NODESxGPUS, starting with 1x1.")
+    parser.add_argument("--envs_per_gpu", type=int, default=None,
+                        help="With --paper: envs each GPU steps (default: the preset's --num_envs, per GPU).")
     parser.add_argument("--env_steps", type=int, default=PAPER_ENV_STEPS, help="With --paper: the run's length.")
     parser.add_argument("--env_steps_to_score", nargs=3, action="append", metavar=("RANKS", "ENV_STEPS", "SOURCE"),
                         help="With --paper, once per rank count (1 among them): the env steps a run with RANKS ranks "
@@ -349,6 +392,8 @@ def main(argv=None) -> int:
             raise BenchmarkError("--agent=pqn: this machine's costs are measured for DQN's update (a "
                                  "replay minibatch every --train_frequency env steps); for PQN, --paper predicts "
                                  "GPUs and hvd_dqn.tools.benchmark_workers measures workers here")
+        if args.envs_per_gpu is not None and args.envs_per_gpu <= 0:
+            raise BenchmarkError(f"--envs_per_gpu={args.envs_per_gpu}: must be a positive number of envs")
         if args.paper:
             report = paper(config, args)
             print_paper(report)

@@ -1,0 +1,391 @@
+"""Measures this machine's hardware profile for the cost model, for one preset:
+
+    python -m hvd_dqn.tools.calibrate --flagfile=configs/pong.flags --out=profile.json [-- more train flags]
+    python -m hvd_dqn.tools.cost_model --flagfile=configs/pong.flags --paper --profile=profile.json
+
+It records what it runs on (the GPUs TensorFlow sees, whether Horovod was built with NCCL, MPI and Gloo) and
+times, in alternating rounds, each part the model (hvd_dqn/tools/hardware_profiles.py) needs, on the device a rank
+of this machine trains on (its GPU, else its CPU):
+- the preset's update by batch size with the batch already on the device, and from host memory (DQN); PQN's
+  minibatch update on the device;
+- one greedy forward pass by the number of envs in the call, and the emulators' agent steps per second, one
+  thread per env up to the cores this process may use;
+- the acting path as the trainer runs it (actions, emulators, the store); less the forward pass and the
+  emulators, it gives the host's cost per vector step and per agent step (a line through the env counts);
+- a minibatch drawn from the preset's replay memory (DQN) or rollout (PQN), per byte of its observations, and
+  the copy of a batch to the device;
+- with --ranks N >= 2, the gradient allreduce of the preset's network across N local ranks under horovodrun
+  (`hvd_dqn.tools.benchmark`): the ring's bandwidth is the machine's loopback stream, and what the measured
+  allreduce takes beyond the ring is Horovod's negotiation. Between nodes nothing can be measured from one
+  machine; the profile repeats the local figures there and says so.
+The profile is a JSON file in the form of the built-in ones; `cost_model --paper --profile=FILE` predicts this
+machine's jobs on 1..N of its GPUs (or CPU ranks) from it.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from hvd_dqn.tools import hardware_profiles
+from hvd_dqn.tools.benchmark_workers import BenchmarkError, resolved_config
+
+PROGRAM = "hvd_dqn.tools.calibrate"
+
+
+def machine_facts() -> dict:
+    """The devices TensorFlow sees and Horovod's build, and the host's cores."""
+    import horovod
+    import horovod.tensorflow as hvd
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    names = []
+    for gpu in gpus:
+        try:
+            names.append(tf.config.experimental.get_device_details(gpu).get("device_name", gpu.name))
+        except (ValueError, RuntimeError):
+            names.append(gpu.name)
+    return {"gpus": names, "cores": len(os.sched_getaffinity(0)), "platform": platform.platform(),
+            "tensorflow": tf.__version__, "horovod": horovod.__version__,
+            "horovod_nccl": bool(hvd.nccl_built()), "horovod_mpi": bool(hvd.mpi_built()),
+            "horovod_gloo": bool(hvd.gloo_built()), "horovod_cuda": bool(hvd.cuda_built())}
+
+
+def host_costs(acting_ms: dict, forward_ms: dict, emulator_steps_per_s: dict):
+    """The host's cost per vector step and per agent step: the acting path less its forward pass and emulators,
+    as a line through the env counts (intercept: per call; slope: per agent step), neither below zero."""
+    counts = sorted(acting_ms)
+    rest = [acting_ms[e] - forward_ms[e] - 1000.0 * e / emulator_steps_per_s[e] for e in counts]
+    if len(counts) == 1:
+        return 0.0, max(0.0, rest[0] / counts[0])
+    slope, intercept = np.polyfit(counts, rest, 1)
+    if slope < 0:  # noise: a cost that falls with more envs is no cost per step
+        return max(0.0, float(np.mean(rest))), 0.0
+    if intercept < 0:
+        return 0.0, max(0.0, float(np.dot(counts, rest) / np.dot(counts, counts)))
+    return float(intercept), float(slope)
+
+
+def measure_parts(config, env_counts, batch_sizes, seconds: float, rounds: int, replay_rows: int) -> dict:
+    """Every single-process part, timed in alternating rounds on this process's device."""
+    import tensorflow as tf
+
+    from hvd_dqn.agent.factory import learns_from_replay
+    from hvd_dqn.agent.networks import q_network_for
+    from hvd_dqn.agent.policy import EpsilonGreedyActor, act_and_store
+    from hvd_dqn.envs import env_seeds, make_env_for, probe_spec
+    from hvd_dqn.tools.timing import side_by_side
+
+    tf.keras.utils.set_random_seed(config.seed)
+    rng = np.random.default_rng(config.seed)
+    cores = len(os.sched_getaffinity(0))
+    spec = probe_spec(config)
+    observation_bytes = int(np.prod(spec.observation_shape)) * np.dtype(spec.observation_dtype).itemsize
+    online = q_network_for(config, spec, "online")
+    actor = EpsilonGreedyActor(online, spec.num_actions, rng)
+    steps, closers = {}, []
+
+    def observations(count):
+        return rng.integers(0, 256, size=(count, *spec.observation_shape)).astype(spec.observation_dtype)
+
+    for num_envs in env_counts:
+        threaded = dataclasses.replace(config, env_threads=min(num_envs, cores))
+        raw_env, acting_env = make_env_for(threaded, num_envs), make_env_for(threaded, num_envs)
+        closers += [raw_env.close, acting_env.close]
+        raw_env.reset(seed=env_seeds(config.seed, num_envs))
+        memory = _memory(config, spec, num_envs, replay_rows)
+        state = {"observation": acting_env.reset(seed=env_seeds(config.seed + 1, num_envs))[0]}
+        batch = observations(num_envs)
+
+        def raw(env=raw_env, count=num_envs):
+            env.step(rng.integers(0, spec.num_actions, size=count))
+            return 1
+
+        def forward(batch=batch):
+            actor.greedy_actions(batch)
+            return 1
+
+        def acting(env=acting_env, memory=memory, state=state):
+            state["observation"], _, _ = act_and_store(env, actor, memory, state["observation"], config.epsilon_end,
+                                                       config.clip_rewards, config.terminal_on_life_loss)
+            return 1
+
+        forward(), acting()  # trace the inference for this many envs outside the timing
+        steps.update({f"emulators_{num_envs}": raw, f"forward_{num_envs}": forward, f"acting_{num_envs}": acting})
+
+    if learns_from_replay(config):
+        steps.update(_dqn_update_steps(config, spec, online, batch_sizes, rng, replay_rows))
+    else:
+        steps.update(_pqn_update_steps(config, spec, online, batch_sizes, observations, rng))
+    copy_batch = observations(max(batch_sizes))
+
+    def copy():
+        tf.identity(copy_batch)[0, 0].numpy()  # to the device; only one element comes back
+        return 1
+
+    steps["copy"] = copy
+    rates = side_by_side(steps, seconds, rounds)
+    for close in closers:
+        close()
+    ms = {name: 1000.0 / value for name, value in rates.items()}
+    parts = {"observation_bytes": observation_bytes, "observations_per_sample": 2 if learns_from_replay(config) else 1,
+             "emulator_steps_per_s": {e: e * rates[f"emulators_{e}"] for e in env_counts},
+             "forward_ms": {e: ms[f"forward_{e}"] for e in env_counts},
+             "acting_ms": {e: ms[f"acting_{e}"] for e in env_counts},
+             "copy_bytes_per_s": copy_batch.nbytes * rates["copy"]}
+    for table in ("update_device_ms", "update_host_ms", "pqn_update_device_ms", "gather_ms"):
+        parts[table] = {b: ms[f"{table}_{b}"] for b in batch_sizes if f"{table}_{b}" in ms}
+    return parts
+
+
+def _memory(config, spec, num_envs: int, replay_rows: int):
+    from hvd_dqn.agent.dqn.agent import make_replay_memory
+
+    return make_replay_memory(config, spec, num_envs=num_envs, capacity=min(config.replay_capacity, replay_rows))
+
+
+def _dqn_update_steps(config, spec, online, batch_sizes, rng, replay_rows: int) -> dict:
+    """The preset's update from host memory (NumPy batches), on the device (the same batches as tensors there),
+    and the minibatch's draw from a full memory of up to `replay_rows` transitions."""
+    import tensorflow as tf
+
+    from hvd_dqn.agent.dqn.learner import DQNLearner
+    from hvd_dqn.agent.networks import q_network_for
+    from hvd_dqn.tools.training_modes import fill_replay
+
+    memory = _memory(config, spec, 1, replay_rows)
+    fill_replay(memory, spec, 1, rng)
+    learner = DQNLearner.from_config(config, online, q_network_for(config, spec, "target"), 1)
+    steps = {}
+    for batch_size in batch_sizes:
+        host = memory.sample(batch_size, rng, config.priority_beta_start)
+        device = dataclasses.replace(host, **{field.name: tf.identity(tf.convert_to_tensor(value))
+                                              for field in dataclasses.fields(host)
+                                              if isinstance(value := getattr(host, field.name), np.ndarray)})
+
+        def update(batch):
+            learner.update(batch)
+            return 1
+
+        def draw(batch_size=batch_size):
+            memory.sample(batch_size, rng, config.priority_beta_start)
+            return 1
+
+        update(host), update(device)  # trace both outside the timing
+        steps.update({f"update_host_ms_{batch_size}": lambda host=host: update(host),
+                      f"update_device_ms_{batch_size}": lambda device=device: update(device),
+                      f"gather_ms_{batch_size}": draw})
+    return steps
+
+
+def _pqn_update_steps(config, spec, online, batch_sizes, observations, rng) -> dict:
+    """PQN's minibatch update with the minibatch on the device, and a minibatch's gather from a host rollout of
+    the preset's size."""
+    import tensorflow as tf
+
+    from hvd_dqn.agent.pqn.learner import PQNLearner
+
+    learner = PQNLearner.from_config(config, online, 1, distributed=False)
+    rollout = observations(max(config.num_envs * config.rollout_steps, *batch_sizes))
+    steps = {}
+    for batch_size in batch_sizes:
+        batch = (tf.identity(tf.convert_to_tensor(rollout[:batch_size])),
+                 tf.constant(rng.integers(0, spec.num_actions, batch_size), tf.int32),
+                 tf.constant(rng.normal(size=batch_size), tf.float32))
+
+        def update(batch=batch):
+            learner.update(*batch)
+            return 1
+
+        def gather(batch_size=batch_size):
+            rollout[rng.permutation(len(rollout))[:batch_size]].shape  # noqa: B018 (the gather is the work)
+            return 1
+
+        update()  # trace outside the timing
+        steps.update({f"pqn_update_device_ms_{batch_size}": update, f"gather_ms_{batch_size}": gather})
+    return steps
+
+
+def measure_exchange(args, train_flags, ranks: int) -> dict:
+    """The preset's gradient allreduce across `ranks` local ranks, through hvd_dqn.tools.benchmark."""
+    from hvd_dqn.run import distributed
+
+    with tempfile.TemporaryDirectory(prefix="hvd_dqn_calibrate_") as folder:
+        path = os.path.join(folder, "allreduce.json")
+        horovodrun = os.path.join(os.path.dirname(sys.executable), "horovodrun")
+        command = [horovodrun, "-np", str(ranks), sys.executable, "-m", "hvd_dqn.tools.benchmark",
+                   f"--flagfile={args.flagfile}", *train_flags, f"--round_seconds={args.round_seconds}",
+                   f"--rounds={args.rounds}", f"--json={path}"]
+        result = subprocess.run(command, capture_output=True, text=True, env=distributed.launcher_environment())
+        if result.returncode != 0:
+            last = (result.stderr or result.stdout).strip().splitlines()[-1:]
+            raise BenchmarkError(f"the allreduce across {ranks} ranks failed (status {result.returncode}): {last}")
+        with open(path) as handle:
+            return json.load(handle)
+
+
+def exchange_of(measured, stamp: str):
+    """The profile's exchange from a measured allreduce: the ring at the loopback stream's bandwidth, the rest of
+    the measured time Horovod's negotiation; with nothing measured, Horovod's default cycle and no bandwidth
+    limit worth naming (one rank exchanges nothing)."""
+    if not measured:
+        return (hardware_profiles.Exchange(1.0, 1e12, 0.0, 1e12, 0.0),
+                {"negotiation_ms": "not measured (--ranks=1): Horovod's default cycle time, 1 ms"})
+    ranks, gradient_bytes = measured["ranks"], measured["gradient_bytes_per_update"]
+    bandwidth = measured["loopback_bytes_per_s"]
+    ring_ms = 1000.0 * 2 * (ranks - 1) * gradient_bytes / ranks / bandwidth
+    negotiation = max(0.0, measured["allreduce_ms_per_update"] - ring_ms)
+    where = f"{stamp}: the allreduce of {gradient_bytes:,} B across {ranks} local ranks took " \
+            f"{measured['allreduce_ms_per_update']:.3f} ms"
+    sources = {"negotiation_ms": where + f", of which the ring at the loopback bandwidth is {ring_ms:.3f} ms",
+               "intra_node_bytes_per_s": stamp + ": a TCP stream through 127.0.0.1",
+               "intra_node_latency_us": "taken as 0: within the negotiation figure",
+               "inter_node_bytes_per_s": "not measured (one machine): the local figure, so rows of several "
+                                         "nodes are optimistic",
+               "inter_node_latency_us": "not measured (one machine): 0"}
+    return hardware_profiles.Exchange(negotiation, bandwidth, 0.0, bandwidth, 0.0), sources
+
+
+def profile_of(name: str, facts: dict, parts: dict, exchange, exchange_sources: dict) -> \
+        hardware_profiles.HardwareProfile:
+    stamp = f"measured by {PROGRAM} on {datetime.date.today().isoformat()}"
+    host_call_ms, host_store_ms = host_costs(parts["acting_ms"], parts["forward_ms"], parts["emulator_steps_per_s"])
+    gather_ns = float(np.median([ms * 1e6 / (parts["observations_per_sample"] * batch * parts["observation_bytes"])
+                                 for batch, ms in parts["gather_ms"].items()]))
+    device = ", ".join(facts["gpus"]) or f"no GPU: a CPU rank with {facts['cores']} core(s)"
+    sources = {field: stamp for field in (*hardware_profiles.TABLES, "copy_bytes_per_s")}
+    sources.update(host_call_ms=stamp + ": the acting path less its forward pass and emulators, the intercept of a "
+                                        "line through the env counts",
+                   host_store_ms=stamp + ": the slope of the same line",
+                   host_gather_ns_per_byte=stamp + ": a minibatch's draw from the preset's memory, per byte of "
+                                                   "its two observations (DQN) or one (PQN)",
+                   **exchange_sources)
+    return hardware_profiles.HardwareProfile(
+        name=name, description=f"{device}; {facts['platform']}", host_cores=facts["cores"],
+        update_device_ms=parts["update_device_ms"], update_host_ms=parts["update_host_ms"],
+        pqn_update_device_ms=parts["pqn_update_device_ms"], forward_ms=parts["forward_ms"],
+        emulator_steps_per_s=parts["emulator_steps_per_s"], copy_bytes_per_s=parts["copy_bytes_per_s"],
+        host_call_ms=host_call_ms, host_store_ms=host_store_ms, host_gather_ns_per_byte=gather_ns,
+        exchange=exchange, sources=sources, machine=dict(facts, acting_ms=parts["acting_ms"]))
+
+
+def default_ranks(facts: dict) -> int:
+    """One rank per GPU where there are two or more; on CPUs, two ranks where there are two cores."""
+    return len(facts["gpus"]) if len(facts["gpus"]) >= 2 else min(2, facts["cores"])
+
+
+def gpu_check(facts: dict, driver_present: bool) -> list:
+    """Problems with a GPU machine's set-up, each with its fix in one line; none without an NVIDIA driver."""
+    if not driver_present:
+        return []
+    problems = []
+    if not facts["gpus"]:
+        problems.append("an NVIDIA driver is present but TensorFlow sees no GPU: install TensorFlow's CUDA build "
+                        "into the venv (.venv/bin/pip install 'tensorflow[and-cuda]==<the pinned version>')")
+    if not facts["horovod_nccl"]:
+        problems.append("Horovod was built without NCCL, so GPU gradients go through the host: rebuild it with "
+                        "HOROVOD_GPU_OPERATIONS=NCCL (scripts/setup.sh does when it finds nvcc and NCCL)")
+    return problems
+
+
+def nvidia_driver_present() -> bool:
+    return os.path.exists("/proc/driver/nvidia/version")
+
+
+def parse_sizes(text: str, flag: str):
+    try:
+        values = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        values = []
+    if not values or values[0] <= 0 or len(values) != len([part for part in text.split(",") if part.strip()]):
+        raise BenchmarkError(f"{flag}={text}: must list distinct positive sizes, e.g. 1,4,16")
+    return values
+
+
+def main(argv=None) -> int:
+    from hvd_dqn.flags import split_run_flags
+
+    argv, train_flags = split_run_flags(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
+    parser.add_argument("--flagfile", required=False, help="The preset whose network, envs and memory are timed.")
+    parser.add_argument("--out", required=False, help="Where the profile (JSON) is written.")
+    parser.add_argument("--name", default=None, help="The profile's name (default: the machine's, from the file).")
+    parser.add_argument("--envs", default=None, help="Env counts to time, comma-separated (default: 1, the preset's "
+                                                     "per rank, and the cores).")
+    parser.add_argument("--batches", default=None, help="Batch sizes to time (default: the preset's with 4x and 16x it "
+                                                        "for DQN, half and twice it for PQN).")
+    parser.add_argument("--ranks", type=int, default=None,
+                        help="Local ranks for the allreduce (default: one per GPU, or 2 on a CPU host); 1: skip it.")
+    parser.add_argument("--round_seconds", type=float, default=2.0, help="Seconds per measurement round.")
+    parser.add_argument("--rounds", type=int, default=3, help="Alternating rounds per part; medians are used.")
+    parser.add_argument("--replay_rows", type=int, default=100_000,
+                        help="Transitions in the memory minibatches are drawn from (at most the preset's).")
+    parser.add_argument("--check_gpu", action="store_true",
+                        help="Only check a GPU machine's set-up (driver, TensorFlow's GPUs, Horovod's NCCL); exit 1 "
+                             "with the fix if something is missing.")
+    args = parser.parse_args(argv)
+    try:
+        from hvd_dqn.run import distributed
+
+        if args.check_gpu:
+            distributed.init_horovod(intra_op_threads=0, inter_op_threads=0)
+            problems = gpu_check(machine_facts(), nvidia_driver_present())
+            for problem in problems:
+                print(f"{PROGRAM}: {problem}", file=sys.stderr)
+            if not problems:
+                print(f"{PROGRAM}: " + ("no NVIDIA driver on this machine; nothing to check" if not
+                                        nvidia_driver_present() else "TensorFlow sees the GPUs and Horovod has NCCL"))
+            return 1 if problems else 0
+        if not args.flagfile or not args.out:
+            raise BenchmarkError("--flagfile and --out are required (or --check_gpu alone)")
+        if not os.path.exists(args.flagfile):
+            raise BenchmarkError(f"--flagfile={args.flagfile}: no such file")
+        if args.round_seconds <= 0 or args.rounds <= 0 or args.replay_rows <= 0:
+            raise BenchmarkError("--round_seconds, --rounds and --replay_rows must be positive")
+        out_folder = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(out_folder) or not os.access(out_folder, os.W_OK):
+            raise BenchmarkError(f"--out={args.out}: its folder does not exist or cannot be written")
+        config = resolved_config(args.flagfile, train_flags)
+        distributed.init_horovod(intra_op_threads=0, inter_op_threads=0)
+        facts = machine_facts()
+        per_rank = config.num_envs
+        envs = parse_sizes(args.envs, "--envs") if args.envs else sorted({1, per_rank, max(facts["cores"], 2)})
+        batch = config.batch_size if config.agent == "dqn" else config.num_envs * config.rollout_steps // \
+            config.num_minibatches
+        # PQN's minibatches are large already (a CPU takes seconds for 16 times one); DQN's small ones are launch-bound
+        default = [batch, 4 * batch, 16 * batch] if config.agent == "dqn" else [max(1, batch // 2), batch, 2 * batch]
+        batches = parse_sizes(args.batches, "--batches") if args.batches else default
+        ranks = args.ranks if args.ranks is not None else default_ranks(facts)
+        if ranks < 1:
+            raise BenchmarkError(f"--ranks={ranks}: must be 1 (no allreduce) or more")
+        for problem in gpu_check(facts, nvidia_driver_present()):
+            print(f"{PROGRAM}: warning: {problem}", file=sys.stderr)
+        print(f"{PROGRAM}: timing envs {envs}, batches {batches} on "
+              f"{', '.join(facts['gpus']) or 'the CPU'} ...", flush=True)
+        parts = measure_parts(config, envs, batches, args.round_seconds, args.rounds, args.replay_rows)
+        measured = measure_exchange(args, train_flags, ranks) if ranks >= 2 else None
+        stamp = f"measured by {PROGRAM} on {datetime.date.today().isoformat()}"
+        exchange, exchange_sources = exchange_of(measured, stamp)
+        name = args.name or os.path.splitext(os.path.basename(args.out))[0]
+        profile = profile_of(name, facts, parts, exchange, exchange_sources)
+        hardware_profiles.save_profile(profile, args.out)
+        print("\n".join(hardware_profiles.describe(profile, [*hardware_profiles.TABLES, *hardware_profiles.SCALARS])))
+        print(f"{PROGRAM}: wrote {args.out}; predict with python -m hvd_dqn.tools.cost_model "
+              f"--flagfile={args.flagfile} --paper --profile={args.out}")
+    except (BenchmarkError, hardware_profiles.ProfileError, OSError) as error:
+        print(f"{PROGRAM}: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

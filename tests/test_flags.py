@@ -272,3 +272,16 @@ def test_help_lists_the_flags_a_user_sets_by_task_and_helpfull_lists_every_flag(
     assert full.returncode == 0, full.stderr  # absl's own --helpfull exits 1, as if it had failed
     for name in fields:
         assert f"--{name}:" in full.stdout or f"--[no]{name}:" in full.stdout, name
+
+
+def test_the_pong_pqn_preset_is_the_breakout_one_with_the_game_changed():
+    """One PQN preset for every Atari game: configs/pong_pqn.flags differs from configs/breakout_pqn.flags in the
+    game and the run's folder only, comments aside."""
+    def settings(name):
+        lines = (REPO / "configs" / name).read_text().splitlines()
+        return [line for line in lines if line.strip() and not line.startswith("#")]
+
+    breakout, pong = settings("breakout_pqn.flags"), settings("pong_pqn.flags")
+    changed = [(old, new) for old, new in zip(breakout, pong) if old != new]
+    assert len(breakout) == len(pong) and changed == [("--env_id=ALE/Breakout-v5", "--env_id=ALE/Pong-v5"),
+                                                      ("--logdir=runs/breakout_pqn", "--logdir=runs/pong_pqn")]

@@ -25,7 +25,8 @@ OPTIMIZERS = ("adam", "rmsprop", "radam")  # hvd_dqn.agent.optimizers.make_optim
 AGENTS = ("dqn", "pqn")  # DQN with replay and a target network; PQN (Gallici et al. 2024), hvd_dqn.agent.pqn
 RANK_SCALINGS = ("batch", "updates")  # how the work of an update is shared when ranks are added
 LR_SCALE_RULES = ("linear", "sqrt")  # --scale_lr_by_workers: the rate times N, or times sqrt(N)
-PIPELINE_MODES = ("auto", "on", "off")  # auto: on where the emulators step outside Python's lock (Atari)
+PIPELINE_MODES = ("auto", "on", "off")
+DRAW_AHEAD_MODES = ("auto", "on", "off")  # auto: on where the rank's update runs on a GPU  # auto: on where the emulators step outside Python's lock (Atari)
 
 
 class ConfigError(ValueError):
@@ -162,6 +163,9 @@ class TrainConfig:
     pipeline: str = "auto"
     pipeline_lead_env_steps: int = -1
     pipeline_sync_updates: int = 4
+    # The next minibatch drawn from replay on a thread of its own while the current update and its allreduce run,
+    # across env steps too (hvd_dqn.agent.dqn.agent); "auto": on where the rank's update runs on a GPU.
+    draw_ahead: str = "auto"
     fp16_allreduce: bool = False  # gradients allreduced as float16 (hvd.Compression.fp16)
     xla: bool = False  # the networks' passes compiled by XLA (jit_compile)
     mixed_precision: bool = False  # Keras mixed_float16 with dynamic loss scaling
@@ -241,7 +245,7 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
         _require(value > 0.0, name, value, "must be a number > 0")
     choices = (("network", NETWORKS), ("conv_padding", CONV_PADDINGS), ("optimizer", OPTIMIZERS),
                ("rank_scaling", RANK_SCALINGS), ("lr_scale_rule", LR_SCALE_RULES), ("loss", LOSSES),
-               ("pipeline", PIPELINE_MODES), ("agent", AGENTS))
+               ("pipeline", PIPELINE_MODES), ("draw_ahead", DRAW_AHEAD_MODES), ("agent", AGENTS))
     for name, allowed in choices:
         value = getattr(config, name)
         _require(value in allowed, name, value, f"must be one of {', '.join(allowed)}")
@@ -285,6 +289,9 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     _require(0.0 <= config.priority_beta_start <= 1.0, "priority_beta_start", config.priority_beta_start,
              "must be in [0, 1] (it is annealed to 1)")
     _require(config.priority_epsilon > 0.0, "priority_epsilon", config.priority_epsilon, "must be a number > 0")
+    _require(not (config.draw_ahead == "on" and config.prioritized_replay), "draw_ahead", config.draw_ahead,
+             "prioritised replay draws each minibatch with the priorities the update before it set, so it cannot "
+             "be drawn ahead; add --noprioritized_replay or leave --draw_ahead at auto")
     _check_env_id(config.env_id)
     if check_logdir_writable:
         _check_writable_dir(config.logdir)
@@ -317,6 +324,9 @@ def _check_pqn(config: TrainConfig) -> None:
     _require(config.pipeline != "on", "pipeline", config.pipeline,
              "with --agent=pqn acting runs in order (each rollout is collected with the weights it is learned "
              "from); leave it at auto")
+    _require(config.draw_ahead != "on", "draw_ahead", config.draw_ahead,
+             "a DQN setting (minibatches drawn from the replay memory); --agent=pqn learns from each rollout. "
+             "Leave it at auto")
 
 
 def _flag_text(value) -> str:

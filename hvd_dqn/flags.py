@@ -160,6 +160,13 @@ _HELP = {
     "pipeline_lead_env_steps": "With the pipeline on: how far acting may run ahead of learning, in env steps of the "
                                "job (rounded up to whole steps of every env); 0 acts in order with learning. "
                                "-1: enough to act on through two updates.",
+    "draw_ahead": "on: the next minibatch is drawn from the replay memory on a thread of its own while the current "
+                  "update and its gradient allreduce run, including, where every env step makes an update due, "
+                  "the first minibatch of the next step (drawn before that step is stored: one step older). It "
+                  "pays where the update runs on a GPU and the draw on the host's cores. Runs repeat exactly and "
+                  "resume exactly. off: each env step's first minibatch is drawn after the step is stored. auto: "
+                  "on where the rank's update runs on a GPU, with uniform replay (prioritised replay cannot draw "
+                  "ahead).",
     "pipeline_sync_updates": "With the pipeline on: the learner's weights are copied to the acting thread after every "
                              "this many updates (at fixed points, so runs repeat).",
     "fp16_allreduce": "Send gradients through the allreduce as float16 (Horovod's fp16 compression): half the "

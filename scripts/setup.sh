@@ -22,7 +22,8 @@ log() { printf '[setup] %s\n' "$*" >&2; }
 die() { printf '[setup] ERROR: %s\n' "$*" >&2; exit 1; }
 
 # What the stamp certifies: the pins, the package metadata and this script. Editing any of them re-runs set-up.
-wanted_stamp="$(cat constraints.txt setup.py scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+# Asking for a GPU build of Horovod (HOROVOD_GPU_OPERATIONS=NCCL) is another set-up too.
+wanted_stamp="$( (cat constraints.txt setup.py scripts/setup.sh; echo "${HOROVOD_GPU_OPERATIONS:-}") | sha256sum | cut -d' ' -f1)"
 if [[ -f "$stamp" && "$(cat "$stamp")" == "$wanted_stamp" && -x "$venv/bin/horovodrun" ]]; then
   log "already set up ($venv); delete $stamp to force a rebuild"
   exit 0
@@ -125,7 +126,9 @@ log "installing pinned TensorFlow and Horovod's build requirements"
 horovod_pin="$(grep -E '^horovod==' constraints.txt)"
 tf_version="$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("tensorflow"))')"
 py_tag="$("$venv/bin/python" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')"
-build_id="${horovod_pin#horovod==}-tf$tf_version-$py_tag"
+# A GPU build (HOROVOD_GPU_OPERATIONS=NCCL, as deploy/Dockerfile sets it) is another wheel than the CPU one.
+gpu_operations="${HOROVOD_GPU_OPERATIONS:-}"
+build_id="${horovod_pin#horovod==}-tf$tf_version-$py_tag${gpu_operations:+-${gpu_operations,,}}"
 wheel_cache="${XDG_CACHE_HOME:-$HOME/.cache}/hvd_dqn/horovod-$build_id"
 built_against="$venv/.horovod_built_against"
 if [[ "$(cat "$built_against" 2>/dev/null)" != "$build_id" ]] \
@@ -173,5 +176,11 @@ done
   || die "the installed packages do not import"
 keras="$("$venv/bin/python" -c 'import hvd_dqn, tensorflow as tf; print(tf.keras.__name__)' 2>/dev/null)"
 [[ "$keras" == tf_keras* ]] || die "tf.keras is '$keras' after importing hvd_dqn, not tf-keras (Keras 2)"
+# A GPU machine: whether TensorFlow sees its GPUs and Horovod has NCCL, each with its fix (training still runs,
+# on the CPU, if not).
+if [[ -e /proc/driver/nvidia/version ]]; then
+  "$venv/bin/python" -m hvd_dqn.tools.calibrate --check_gpu \
+    || log "warning: this machine has an NVIDIA driver but the GPU set-up above is incomplete"
+fi
 echo "$wanted_stamp" >"$stamp"
 log "done: Horovod $("$venv/bin/python" -c 'import horovod; print(horovod.__version__)') with TensorFlow, MPI and Gloo in $venv"

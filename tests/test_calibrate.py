@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from hvd_dqn.tools import calibrate, cost_formula, hardware_profiles
+from hvd_dqn.tools import calibrate, cost_formula, gpu_costs, hardware_profiles
 
 from conftest import REPO, python_module
 
@@ -57,10 +57,12 @@ def test_the_cost_model_predicts_this_machine_from_the_profile(cartpole_profile,
     # CartPole's preset: 8 envs per rank, a batch of 128 every 2 env steps, acting then learning (no pipeline for
     # envs stepped in Python): one rank's row is the profile's parts added by hand.
     one = next(row for row in report["rows"] if row["workers"] == 1 and row["rank_scaling"] == "batch")
-    acting = hardware_profiles.acting_ms(profile, 8)
-    update = hardware_profiles.dqn_update_ms(profile, 128, report["observation_bytes"])
-    assert report["overlap"] is False
-    assert one["env_steps_per_s"] == pytest.approx(8000 / (acting + 4 * update), abs=0.1)
+    # Prioritised replay: nothing drawn ahead, the step's first minibatch in line and its other 3 beside an update.
+    acting = gpu_costs.acting_ms(profile, 8)
+    draw = gpu_costs.gather_ms(profile, 2 * 128 * report["observation_bytes"])
+    update = profile.update_host_ms[128]
+    assert report["overlap"] is False and report["draw_ahead"] is False
+    assert one["env_steps_per_s"] == pytest.approx(8000 / (acting + draw + 3 * max(draw, update) + update), abs=0.1)
 
 
 def test_the_gpu_check_names_each_missing_piece_with_its_fix():

@@ -9,7 +9,7 @@ import pytest
 
 import dataclasses
 
-from hvd_dqn.tools import cost_formula, hardware_profiles
+from hvd_dqn.tools import cost_formula, gpu_costs, hardware_profiles
 
 from conftest import REPO, python_module
 
@@ -62,7 +62,7 @@ def test_seconds_to_a_studys_target_come_from_its_env_steps_over_the_predicted_r
 def test_the_gpu_table_shows_where_updates_mode_stops_scaling():
     # Dopamine's Breakout network: 16.2 MB of float32 gradients; Atari observations of 28,224 B; 4 envs per GPU.
     rows = cost_formula.paper_rows(hardware_profiles.H200_16CORE, gradient_bytes=16_181_904, observation_bytes=28_224,
-                                   batch_size=32, train_frequency=4, envs_per_gpu=4, env_steps=50_000_000)
+                                   batch_size=32, train_frequency=4, envs_per_gpu=4)
     by = {(row["workers"], row["rank_scaling"]): row for row in rows}
     assert by[(1, "updates")]["speedup"] == by[(1, "batch")]["speedup"] == 1.0 and by[(1, "batch")]["sync_ms"] == 0
     for workers in (8, 32):
@@ -78,44 +78,64 @@ def test_one_gpus_row_is_the_profiles_parts_added_by_hand():
     # step: the batch of 32 from the host (1.15 ms) and its gather of 32 x 2 x 28,224 B.
     acting = 0.80 + 4000 / 3555 + profile.host_call_ms + 4 * profile.host_store_ms
     update = 1.15 + 32 * 2 * 28_224 * profile.host_gather_ns_per_byte * 1e-6
-    assert hardware_profiles.acting_ms(profile, 4) == pytest.approx(acting)
-    assert hardware_profiles.dqn_update_ms(profile, 32, 28_224) == pytest.approx(update)
-    [in_order] = cost_formula.paper_rows(profile, 16_181_904, 28_224, 32, 4, 4, 1e6, layouts=((1, 1),),
-                                         modes=("batch",), overlap=False)
-    [overlapped] = cost_formula.paper_rows(profile, 16_181_904, 28_224, 32, 4, 4, 1e6, layouts=((1, 1),),
-                                           modes=("batch",), overlap=True)
+    assert gpu_costs.acting_ms(profile, 4) == pytest.approx(acting)
+    assert gpu_costs.dqn_update_ms(profile, 32, 28_224) == pytest.approx(update)
+    [in_order] = cost_formula.paper_rows(profile, 16_181_904, 28_224, 32, 4, 4, layouts=((1, 1),),
+                                         modes=("batch",), overlap=False, draw_ahead=False)
+    [overlapped] = cost_formula.paper_rows(profile, 16_181_904, 28_224, 32, 4, 4, layouts=((1, 1),),
+                                           modes=("batch",), overlap=True, draw_ahead=False)
     assert in_order["env_steps_per_s"] == pytest.approx(4000 / (acting + update), abs=0.1)
     assert overlapped["env_steps_per_s"] == pytest.approx(4000 / max(acting, update), abs=0.1)
     # Between two sizes measured, log-log interpolation; below the smallest, the smallest's figure (launch-bound);
     # above the largest, in proportion.
-    assert hardware_profiles.table_value({32: 1.0, 128: 4.0}, 64, "proportional") == pytest.approx(2.0)
-    assert hardware_profiles.table_value({32: 1.0, 128: 4.0}, 8, "proportional") == 1.0
-    assert hardware_profiles.table_value({32: 1.0, 128: 4.0}, 256, "proportional") == 8.0
-    assert hardware_profiles.table_value({32: 1.0, 128: 4.0}, 256, "flat") == 4.0
+    assert gpu_costs.table_value({32: 1.0, 128: 4.0}, 64, "proportional") == pytest.approx(2.0)
+    assert gpu_costs.table_value({32: 1.0, 128: 4.0}, 8, "proportional") == 1.0
+    assert gpu_costs.table_value({32: 1.0, 128: 4.0}, 256, "proportional") == 8.0
+    assert gpu_costs.table_value({32: 1.0, 128: 4.0}, 256, "flat") == 4.0
+
+
+def test_drawing_ahead_hides_the_gather_behind_the_update_and_its_exchange():
+    profile = hardware_profiles.H200_16CORE
+    gather = 32 * 2 * 28_224 * profile.host_gather_ns_per_byte * 1e-6
+    step = 1.15 + 1.0  # the update from the host and a 1 ms exchange
+    # Drawn ahead, the larger of the draw and the update with its exchange; in line with one update per env step,
+    # both; with 4 updates per env step the first draw in line and the other three beside an update.
+    assert cost_formula.update_with_exchange_ms(profile, 32, 28_224, 1.0, 1, True) == pytest.approx(max(gather, step))
+    assert cost_formula.update_with_exchange_ms(profile, 32, 28_224, 1.0, 1, False) == pytest.approx(gather + step)
+    assert cost_formula.update_with_exchange_ms(profile, 32, 28_224, 1.0, 4, False) == pytest.approx(
+        (gather + 3 * max(gather, step) + step) / 4)
+    # Dopamine's preset, 4 envs per GPU: drawn in line, 8 GPUs wait on learning; drawn ahead, on their acting.
+    rows = {draw_ahead: {row["workers"]: row for row in cost_formula.paper_rows(
+        profile, 16_181_904, 28_224, 32, 4, 4, modes=("batch",), draw_ahead=draw_ahead)}
+        for draw_ahead in (False, True)}
+    assert rows[False][8]["learn_ms"] > rows[False][8]["act_ms_per_update"]
+    assert rows[True][8]["learn_ms"] < rows[True][8]["act_ms_per_update"] and rows[True][8]["speedup"] == 8.0
+    assert rows[False][8]["speedup"] < 7.0 and rows[False][1]["env_steps_per_s"] == rows[True][1]["env_steps_per_s"]
 
 
 def test_the_h200_profile_reproduces_its_measured_loops_from_its_parts():
     profile = hardware_profiles.H200_16CORE
-    rows = hardware_profiles.validation_rows(profile)
+    rows = gpu_costs.validation_rows(profile)
     assert [row["measured"] for row in rows] == [1194, 1326, 1618, 4329, 1411, 2914]
     for row in rows:
         assert abs(row["error"]) <= 0.25, row
     # The three host costs are the least-squares fit to those loops, not numbers chosen by hand.
-    fitted = hardware_profiles.fit_host_costs(profile)
+    fitted = gpu_costs.fit_host_costs(profile)
     assert (profile.host_call_ms, profile.host_store_ms, profile.host_gather_ns_per_byte) == pytest.approx(
         fitted, rel=1e-3)
     # Without them the parts alone put Dopamine's shape (16 envs, 4 updates of 32 per vector step) near twice
     # as fast as it ran: the host's gather and store are what the loops add.
     bare = dataclasses.replace(profile, host_call_ms=0.0, host_store_ms=0.0, host_gather_ns_per_byte=0.0)
-    assert hardware_profiles.validation_rows(bare)[0]["error"] > 0.5
+    assert gpu_costs.validation_rows(bare)[0]["error"] > 0.5
     # Fitted to five loops, the sixth predicted: reported, not asserted beyond being computed for every loop.
-    assert len(hardware_profiles.leave_one_out_rows(profile)) == 6
+    assert len(gpu_costs.leave_one_out_rows(profile)) == 6
 
 
 def test_every_figure_of_the_built_in_profiles_has_its_source():
     for profile in hardware_profiles.BUILT_IN.values():
-        for field in (*hardware_profiles.TABLES, *hardware_profiles.SCALARS, *hardware_profiles.Exchange.__annotations__):
-            value = getattr(profile, field, None) if hasattr(profile, field) else getattr(profile.exchange, field)
+        exchange_fields = tuple(hardware_profiles.Exchange.__annotations__)
+        for field in (*hardware_profiles.TABLES, *hardware_profiles.SCALARS, *exchange_fields):
+            value = getattr(profile.exchange if field in exchange_fields else profile, field)
             if value:
                 assert len(profile.sources.get(field, "")) > 20, (profile.name, field)
         # Each profile survives its JSON form unchanged.
@@ -125,7 +145,7 @@ def test_every_figure_of_the_built_in_profiles_has_its_source():
 def test_the_gtx1080_profile_gives_the_earlier_table():
     # One env per GPU, 1.15 ms per env step and 2.6 ms per update: the table the model gave before it had profiles
     # (results/cost_model/gpu_paper_breakout_dopamine.json).
-    rows = cost_formula.paper_rows(hardware_profiles.GTX1080_2016, 16_181_904, 28_224, 32, 4, 1, 50_000_000)
+    rows = cost_formula.paper_rows(hardware_profiles.GTX1080_2016, 16_181_904, 28_224, 32, 4, 1)
     by = {(row["workers"], row["rank_scaling"]): row["env_steps_per_s"] for row in rows}
     assert (by[(1, "batch")], by[(8, "batch")], by[(8, "updates")], by[(32, "batch")]) == (869.6, 6956.5, 1062.6,
                                                                                           25087.7)
@@ -185,9 +205,9 @@ def test_pqn_gpu_table_pays_one_exchange_per_minibatch():
     profile = hardware_profiles.H200_16CORE
     # The Nature CNN with LayerNorm: 6.75 MB of float32 gradients; 8 envs x 128 steps, 4 minibatches of 256 x 4.
     rows = cost_formula.pqn_paper_rows(profile, gradient_bytes=6_750_096, observation_bytes=28_224, num_envs=8,
-                                       rollout_steps=128, num_minibatches=4, update_epochs=4, env_steps=10_000_000)
+                                       rollout_steps=128, num_minibatches=4, update_epochs=4)
     by = {row["workers"]: row for row in rows}
-    rollout_ms = 128 * hardware_profiles.acting_ms(profile, 8) + 16 * hardware_profiles.pqn_update_ms(
+    rollout_ms = 128 * gpu_costs.acting_ms(profile, 8) + 16 * gpu_costs.pqn_update_ms(
         profile, 256, 28_224)
     assert by[1]["sync_ms"] == 0 and by[1]["env_steps_per_s"] == pytest.approx(1_024_000 / rollout_ms, abs=0.1)
     for workers in (8, 32):
@@ -195,7 +215,7 @@ def test_pqn_gpu_table_pays_one_exchange_per_minibatch():
         assert by[workers]["env_steps_per_s"] == pytest.approx(expected, rel=1e-3)
         assert 0.8 * workers < by[workers]["speedup"] < workers
     with pytest.raises(hardware_profiles.ProfileError, match="gtx1080-2016.* has no PQN update figures"):
-        cost_formula.pqn_paper_rows(hardware_profiles.GTX1080_2016, 6_750_096, 28_224, 8, 128, 4, 4, 1e6)
+        cost_formula.pqn_paper_rows(hardware_profiles.GTX1080_2016, 6_750_096, 28_224, 8, 128, 4, 4)
 
 
 def test_the_command_measures_predicts_and_validates_on_cartpole(tmp_path):
@@ -241,7 +261,7 @@ def test_the_paper_table_prints_every_assumption(tmp_path):
     for field in ("update_host_ms", "forward_ms", "host_gather_ns_per_byte", "exchange.negotiation_ms"):
         assert f"  {field} = " in result.stdout
     assert [row["error"] for row in report["validation"]] == [
-        row["error"] for row in hardware_profiles.validation_rows(hardware_profiles.H200_16CORE)]
+        row["error"] for row in gpu_costs.validation_rows(hardware_profiles.H200_16CORE)]
 
 
 @pytest.mark.parametrize("arguments, message", [

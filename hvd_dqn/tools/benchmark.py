@@ -57,8 +57,9 @@ define_flags()
 flags.DEFINE_string("json", None, "Write the measurements to this JSON file.")
 flags.DEFINE_float("round_seconds", 3.0, "Seconds per measurement round.")
 flags.DEFINE_integer("rounds", 3, "Alternating rounds per comparison; the median round is reported.")
-flags.DEFINE_enum("part", "all", ["all", "training"], "Internal: the benchmark runs its full-training figures in a "
-                  "child process of its own with --part=training (TensorFlow's thread pools are per process).")
+flags.DEFINE_enum("part", "all", ["all", "stages", "training"], "stages: the stages alone, without the full-training "
+                  "figures (quicker). training is internal: the benchmark runs its full-training figures in a child "
+                  "process of its own with --part=training (TensorFlow's thread pools are per process).")
 flags.DEFINE_float("allreduce_busy_ms", 0.0, "Under horovodrun: milliseconds each rank keeps its core busy before "
                    "each timed allreduce (its acting and update in training); 0: back to back.")
 flags.DEFINE_integer("exchange_batch_size", 0, "Under horovodrun: also time the trainer's own update on minibatches of "
@@ -120,7 +121,8 @@ def main(argv) -> None:
     else:
         from hvd_dqn.tools.stages import stage_rates
 
-        results, keys = stage_rates(config, FLAGS.round_seconds, FLAGS.rounds, sys.argv), SINGLE_PROCESS_KEYS
+        results = stage_rates(config, FLAGS.round_seconds, FLAGS.rounds, sys.argv, FLAGS.part != "stages")
+        keys = [key for key in SINGLE_PROCESS_KEYS if key in results]
     print(format_table(results, keys))
     if FLAGS.json:
         try:

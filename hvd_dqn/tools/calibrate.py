@@ -24,7 +24,6 @@ machine's jobs on 1..N of its GPUs (or CPU ranks) from it.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime
 import json
 import os
@@ -37,6 +36,7 @@ import numpy as np
 
 from hvd_dqn.tools import hardware_profiles
 from hvd_dqn.tools.benchmark_workers import BenchmarkError, resolved_config
+from hvd_dqn.tools.profile_parts import measure_parts
 
 PROGRAM = "hvd_dqn.tools.calibrate"
 
@@ -60,159 +60,27 @@ def machine_facts() -> dict:
             "horovod_gloo": bool(hvd.gloo_built()), "horovod_cuda": bool(hvd.cuda_built())}
 
 
-def host_costs(acting_ms: dict, forward_ms: dict, emulator_steps_per_s: dict):
-    """The host's cost per vector step and per agent step: the acting path less its forward pass and emulators,
-    as a line through the env counts (intercept: per call; slope: per agent step), neither below zero."""
-    counts = sorted(acting_ms)
-    rest = [acting_ms[e] - forward_ms[e] - 1000.0 * e / emulator_steps_per_s[e] for e in counts]
-    if len(counts) == 1:
-        return 0.0, max(0.0, rest[0] / counts[0])
-    slope, intercept = np.polyfit(counts, rest, 1)
-    if slope < 0:  # noise: a cost that falls with more envs is no cost per step
-        return max(0.0, float(np.mean(rest))), 0.0
+def non_negative_line(xs, ys):
+    """(intercept, slope) of the least-squares line through the points, neither below zero: a cost that falls as
+    the size grows is noise, taken as a flat cost; a negative fixed cost as none, the line through the origin."""
+    if len(xs) == 1:
+        return 0.0, max(0.0, ys[0] / xs[0])
+    # Weighted by 1/y: the relative error at each size counts alike, so the small sizes a preset uses are not
+    # given up for the large ones (a draw of 512 costs ten times one of 32).
+    slope, intercept = np.polyfit(xs, ys, 1, w=1.0 / np.asarray(ys, dtype=float))
+    if slope < 0:
+        return max(0.0, float(np.mean(ys))), 0.0
     if intercept < 0:
-        return 0.0, max(0.0, float(np.dot(counts, rest) / np.dot(counts, counts)))
+        return 0.0, max(0.0, float(np.dot(xs, ys) / np.dot(xs, xs)))
     return float(intercept), float(slope)
 
 
-def measure_parts(config, env_counts, batch_sizes, seconds: float, rounds: int, replay_rows: int) -> dict:
-    """Every single-process part, timed in alternating rounds on this process's device."""
-    import tensorflow as tf
-
-    from hvd_dqn.agent.factory import learns_from_replay
-    from hvd_dqn.agent.networks import q_network_for
-    from hvd_dqn.agent.policy import EpsilonGreedyActor, act_and_store
-    from hvd_dqn.envs import env_seeds, make_env_for, probe_spec
-    from hvd_dqn.tools.timing import side_by_side
-
-    tf.keras.utils.set_random_seed(config.seed)
-    rng = np.random.default_rng(config.seed)
-    cores = len(os.sched_getaffinity(0))
-    spec = probe_spec(config)
-    observation_bytes = int(np.prod(spec.observation_shape)) * np.dtype(spec.observation_dtype).itemsize
-    online = q_network_for(config, spec, "online")
-    actor = EpsilonGreedyActor(online, spec.num_actions, rng)
-    steps, closers = {}, []
-
-    def observations(count):
-        return rng.integers(0, 256, size=(count, *spec.observation_shape)).astype(spec.observation_dtype)
-
-    for num_envs in env_counts:
-        threaded = dataclasses.replace(config, env_threads=min(num_envs, cores))
-        raw_env, acting_env = make_env_for(threaded, num_envs), make_env_for(threaded, num_envs)
-        closers += [raw_env.close, acting_env.close]
-        raw_env.reset(seed=env_seeds(config.seed, num_envs))
-        memory = _memory(config, spec, num_envs, replay_rows)
-        state = {"observation": acting_env.reset(seed=env_seeds(config.seed + 1, num_envs))[0]}
-        batch = observations(num_envs)
-
-        def raw(env=raw_env, count=num_envs):
-            env.step(rng.integers(0, spec.num_actions, size=count))
-            return 1
-
-        def forward(batch=batch):
-            actor.greedy_actions(batch)
-            return 1
-
-        def acting(env=acting_env, memory=memory, state=state):
-            state["observation"], _, _ = act_and_store(env, actor, memory, state["observation"], config.epsilon_end,
-                                                       config.clip_rewards, config.terminal_on_life_loss)
-            return 1
-
-        forward(), acting()  # trace the inference for this many envs outside the timing
-        steps.update({f"emulators_{num_envs}": raw, f"forward_{num_envs}": forward, f"acting_{num_envs}": acting})
-
-    if learns_from_replay(config):
-        steps.update(_dqn_update_steps(config, spec, online, batch_sizes, rng, replay_rows))
-    else:
-        steps.update(_pqn_update_steps(config, spec, online, batch_sizes, observations, rng))
-    copy_batch = observations(max(batch_sizes))
-
-    def copy():
-        tf.identity(copy_batch)[0, 0].numpy()  # to the device; only one element comes back
-        return 1
-
-    steps["copy"] = copy
-    rates = side_by_side(steps, seconds, rounds)
-    for close in closers:
-        close()
-    ms = {name: 1000.0 / value for name, value in rates.items()}
-    parts = {"observation_bytes": observation_bytes, "observations_per_sample": 2 if learns_from_replay(config) else 1,
-             "emulator_steps_per_s": {e: e * rates[f"emulators_{e}"] for e in env_counts},
-             "forward_ms": {e: ms[f"forward_{e}"] for e in env_counts},
-             "acting_ms": {e: ms[f"acting_{e}"] for e in env_counts},
-             "copy_bytes_per_s": copy_batch.nbytes * rates["copy"]}
-    for table in ("update_device_ms", "update_host_ms", "pqn_update_device_ms", "gather_ms"):
-        parts[table] = {b: ms[f"{table}_{b}"] for b in batch_sizes if f"{table}_{b}" in ms}
-    return parts
-
-
-def _memory(config, spec, num_envs: int, replay_rows: int):
-    from hvd_dqn.agent.dqn.agent import make_replay_memory
-
-    return make_replay_memory(config, spec, num_envs=num_envs, capacity=min(config.replay_capacity, replay_rows))
-
-
-def _dqn_update_steps(config, spec, online, batch_sizes, rng, replay_rows: int) -> dict:
-    """The preset's update from host memory (NumPy batches), on the device (the same batches as tensors there),
-    and the minibatch's draw from a full memory of up to `replay_rows` transitions."""
-    import tensorflow as tf
-
-    from hvd_dqn.agent.dqn.learner import DQNLearner
-    from hvd_dqn.agent.networks import q_network_for
-    from hvd_dqn.tools.training_modes import fill_replay
-
-    memory = _memory(config, spec, 1, replay_rows)
-    fill_replay(memory, spec, 1, rng)
-    learner = DQNLearner.from_config(config, online, q_network_for(config, spec, "target"), 1)
-    steps = {}
-    for batch_size in batch_sizes:
-        host = memory.sample(batch_size, rng, config.priority_beta_start)
-        device = dataclasses.replace(host, **{field.name: tf.identity(tf.convert_to_tensor(value))
-                                              for field in dataclasses.fields(host)
-                                              if isinstance(value := getattr(host, field.name), np.ndarray)})
-
-        def update(batch):
-            learner.update(batch)
-            return 1
-
-        def draw(batch_size=batch_size):
-            memory.sample(batch_size, rng, config.priority_beta_start)
-            return 1
-
-        update(host), update(device)  # trace both outside the timing
-        steps.update({f"update_host_ms_{batch_size}": lambda host=host: update(host),
-                      f"update_device_ms_{batch_size}": lambda device=device: update(device),
-                      f"gather_ms_{batch_size}": draw})
-    return steps
-
-
-def _pqn_update_steps(config, spec, online, batch_sizes, observations, rng) -> dict:
-    """PQN's minibatch update with the minibatch on the device, and a minibatch's gather from a host rollout of
-    the preset's size."""
-    import tensorflow as tf
-
-    from hvd_dqn.agent.pqn.learner import PQNLearner
-
-    learner = PQNLearner.from_config(config, online, 1, distributed=False)
-    rollout = observations(max(config.num_envs * config.rollout_steps, *batch_sizes))
-    steps = {}
-    for batch_size in batch_sizes:
-        batch = (tf.identity(tf.convert_to_tensor(rollout[:batch_size])),
-                 tf.constant(rng.integers(0, spec.num_actions, batch_size), tf.int32),
-                 tf.constant(rng.normal(size=batch_size), tf.float32))
-
-        def update(batch=batch):
-            learner.update(*batch)
-            return 1
-
-        def gather(batch_size=batch_size):
-            rollout[rng.permutation(len(rollout))[:batch_size]].shape  # noqa: B018 (the gather is the work)
-            return 1
-
-        update()  # trace outside the timing
-        steps.update({f"pqn_update_device_ms_{batch_size}": update, f"gather_ms_{batch_size}": gather})
-    return steps
+def host_costs(acting_ms: dict, forward_ms: dict, emulator_steps_per_s: dict):
+    """The host's cost per vector step and per agent step: the acting path less its forward pass and emulators,
+    as a line through the env counts (intercept: per call; slope: per agent step)."""
+    counts = sorted(acting_ms)
+    rest = [acting_ms[e] - forward_ms[e] - 1000.0 * e / emulator_steps_per_s[e] for e in counts]
+    return non_negative_line(counts, rest)
 
 
 def measure_exchange(args, train_flags, ranks: int) -> dict:
@@ -259,23 +127,29 @@ def profile_of(name: str, facts: dict, parts: dict, exchange, exchange_sources: 
         hardware_profiles.HardwareProfile:
     stamp = f"measured by {PROGRAM} on {datetime.date.today().isoformat()}"
     host_call_ms, host_store_ms = host_costs(parts["acting_ms"], parts["forward_ms"], parts["emulator_steps_per_s"])
-    gather_ns = float(np.median([ms * 1e6 / (parts["observations_per_sample"] * batch * parts["observation_bytes"])
-                                 for batch, ms in parts["gather_ms"].items()]))
+    batches = sorted(parts["gather_ms"])
+    draw_ms, gather_ms_per_byte = non_negative_line(
+        [parts["observations_per_sample"] * batch * parts["observation_bytes"] for batch in batches],
+        [parts["gather_ms"][batch] for batch in batches])
     device = ", ".join(facts["gpus"]) or f"no GPU: a CPU rank with {facts['cores']} core(s)"
     sources = {field: stamp for field in (*hardware_profiles.TABLES, "copy_bytes_per_s")}
     sources.update(host_call_ms=stamp + ": the acting path less its forward pass and emulators, the intercept of a "
                                         "line through the env counts",
                    host_store_ms=stamp + ": the slope of the same line",
                    host_gather_ns_per_byte=stamp + ": a minibatch's draw from the preset's memory, per byte of "
-                                                   "its two observations (DQN) or one (PQN)",
+                                                   "its two observations (DQN) or one (PQN): the slope of a line "
+                                                   "through the batch sizes",
+                   host_draw_ms=stamp + ": the intercept of the same line, per minibatch",
                    **exchange_sources)
     return hardware_profiles.HardwareProfile(
         name=name, description=f"{device}; {facts['platform']}", host_cores=facts["cores"],
         update_device_ms=parts["update_device_ms"], update_host_ms=parts["update_host_ms"],
         pqn_update_device_ms=parts["pqn_update_device_ms"], forward_ms=parts["forward_ms"],
         emulator_steps_per_s=parts["emulator_steps_per_s"], copy_bytes_per_s=parts["copy_bytes_per_s"],
-        host_call_ms=host_call_ms, host_store_ms=host_store_ms, host_gather_ns_per_byte=gather_ns,
-        exchange=exchange, sources=sources, machine=dict(facts, acting_ms=parts["acting_ms"]))
+        host_call_ms=host_call_ms, host_store_ms=host_store_ms, host_gather_ns_per_byte=gather_ms_per_byte * 1e6,
+        host_draw_ms=draw_ms,
+        exchange=exchange, sources=sources,
+        machine=dict(facts, acting_ms=parts["acting_ms"], gather_ms=parts["gather_ms"]))  # the raw figures
 
 
 def default_ranks(facts: dict) -> int:
@@ -289,11 +163,12 @@ def gpu_check(facts: dict, driver_present: bool) -> list:
         return []
     problems = []
     if not facts["gpus"]:
+        version = facts.get("tensorflow", "<the pinned version>")
         problems.append("an NVIDIA driver is present but TensorFlow sees no GPU: install TensorFlow's CUDA build "
-                        "into the venv (.venv/bin/pip install 'tensorflow[and-cuda]==<the pinned version>')")
+                        f"into the venv: .venv/bin/pip install 'tensorflow[and-cuda]=={version}'")
     if not facts["horovod_nccl"]:
         problems.append("Horovod was built without NCCL, so GPU gradients go through the host: rebuild it with "
-                        "HOROVOD_GPU_OPERATIONS=NCCL (scripts/setup.sh does when it finds nvcc and NCCL)")
+                        "HOROVOD_GPU_OPERATIONS=NCCL scripts/setup.sh (CUDA's nvcc and libnccl-dev installed)")
     return problems
 
 
@@ -337,7 +212,7 @@ def main(argv=None) -> int:
         from hvd_dqn.run import distributed
 
         if args.check_gpu:
-            distributed.init_horovod(intra_op_threads=0, inter_op_threads=0)
+            distributed.init_horovod()
             problems = gpu_check(machine_facts(), nvidia_driver_present())
             for problem in problems:
                 print(f"{PROGRAM}: {problem}", file=sys.stderr)
@@ -355,7 +230,9 @@ def main(argv=None) -> int:
         if not os.path.isdir(out_folder) or not os.access(out_folder, os.W_OK):
             raise BenchmarkError(f"--out={args.out}: its folder does not exist or cannot be written")
         config = resolved_config(args.flagfile, train_flags)
-        distributed.init_horovod(intra_op_threads=0, inter_op_threads=0)
+        # TensorFlow's threads and the cores as a rank of the preset has them (--cores_per_rank binds it)
+        distributed.init_horovod(config.intra_op_threads, config.inter_op_threads,
+                                 cores_per_rank=config.cores_per_rank)
         facts = machine_facts()
         per_rank = config.num_envs
         envs = parse_sizes(args.envs, "--envs") if args.envs else sorted({1, per_rank, max(facts["cores"], 2)})

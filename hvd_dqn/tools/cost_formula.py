@@ -100,16 +100,36 @@ def _speedups(rows: List[dict]) -> List[dict]:
     return rows
 
 
+def update_with_exchange_ms(profile, batch_size: int, observation_bytes: int, sync_ms: float,
+                            updates_per_call: float, draw_ahead: bool) -> float:
+    """One DQN update of a GPU rank with its exchange, on average, in ms. The minibatch is drawn from the host
+    replay on the sampler thread while the update before it runs (and its exchange): the draws of an env step's
+    later updates always; its first too with --draw_ahead, where every env step makes an update due (drawn
+    during the step before's last update), and else in line."""
+    from hvd_dqn.tools.gpu_costs import gather_ms, table_value
+    from hvd_dqn.tools.hardware_profiles import ProfileError
+
+    if not profile.update_host_ms:
+        raise ProfileError(f"profile {profile.name!r} has no DQN update figures (update_host_ms)")
+    step = table_value(profile.update_host_ms, batch_size, "proportional") + sync_ms  # update, copy, exchange
+    draw = gather_ms(profile, 2 * batch_size * observation_bytes)
+    if draw_ahead and updates_per_call >= 1:
+        return max(draw, step)
+    if updates_per_call <= 1:
+        return draw + step
+    return (draw + (updates_per_call - 1) * max(draw, step) + step) / updates_per_call
+
+
 def paper_rows(profile, gradient_bytes: int, observation_bytes: int, batch_size: int, train_frequency: int,
-               envs_per_gpu: int, env_steps: float, layouts=((1, 1), (1, 8), (4, 8)), modes=("updates", "batch"),
-               overlap: bool = True) -> List[dict]:
-    """Predicted env steps/s and hours to `env_steps` of DQN jobs on `profile`'s GPUs laid out as (nodes, GPUs
-    per node), each GPU stepping `envs_per_gpu` envs, in each rank-scaling mode. A GPU's acting costs
-    hardware_profiles.acting_ms per vector step and its update hardware_profiles.dqn_update_ms (the batch
-    gathered from the host replay, shipped and stepped); below the smallest batch measured the update costs what
-    that batch does (a small batch does not fill a GPU), so under `updates` a GPU drawing 32/N pays what one
-    drawing 32 does."""
-    from hvd_dqn.tools.hardware_profiles import acting_ms, dqn_update_ms
+               envs_per_gpu: int, layouts=((1, 1), (1, 8), (4, 8)), modes=("updates", "batch"),
+               overlap: bool = True, draw_ahead: bool = True) -> List[dict]:
+    """Predicted env steps/s of DQN jobs on `profile`'s GPUs laid out as (nodes, GPUs
+    per node), each GPU stepping `envs_per_gpu` envs, in each rank-scaling mode. Per update a GPU rank acts for
+    its env steps per update (gpu_costs.acting_ms per vector step) and learns (update_with_exchange_ms);
+    with `overlap` (--pipeline) the two run side by side. Below the smallest batch measured the update costs
+    what that batch does (a small batch does not fill a GPU), so under `updates` a GPU drawing 32/N pays what
+    one drawing 32 does."""
+    from hvd_dqn.tools.gpu_costs import acting_ms
 
     rows = []
     for nodes, per_node in layouts:
@@ -117,26 +137,27 @@ def paper_rows(profile, gradient_bytes: int, observation_bytes: int, batch_size:
         sync = gpu_sync_s(profile, gradient_bytes, nodes, per_node)
         for mode in modes:  # each GPU its own envs; under `updates` the job keeps one GPU's batch and ratio
             shape = rank_shape(mode, envs_per_gpu * workers, batch_size, train_frequency, workers)
-            act_s = acting_ms(profile, shape.num_envs) / shape.num_envs / 1000.0
-            learn_s = dqn_update_ms(profile, shape.batch_size, observation_bytes) / 1000.0
-            rate = job_env_steps_per_s(shape, act_s, learn_s, sync, overlap)
+            acting = acting_ms(profile, shape.num_envs) / shape.num_envs * shape.env_steps_per_update
+            learning = update_with_exchange_ms(profile, shape.batch_size, observation_bytes, 1000 * sync,
+                                               shape.num_envs / shape.env_steps_per_update, draw_ahead)
+            per_update = max(acting, learning) if overlap else acting + learning
+            rate = 1000.0 * workers * shape.env_steps_per_update / per_update
             rows.append(dict(nodes=nodes, gpus_per_node=per_node, workers=workers, rank_scaling=mode,
-                             envs_per_gpu=envs_per_gpu, act_ms_per_update=round(
-                                 1000 * act_s * shape.env_steps_per_update, 3),
-                             learn_ms=round(1000 * learn_s, 3), sync_ms=round(1000 * sync, 3),
-                             env_steps_per_s=round(rate, 1), hours_to_env_steps=round(env_steps / rate / 3600, 2)))
+                             envs_per_gpu=envs_per_gpu, act_ms_per_update=round(acting, 3),
+                             learn_ms=round(learning, 3), sync_ms=round(1000 * sync, 3),
+                             env_steps_per_s=round(rate, 1)))
     return _speedups(rows)
 
 
 def pqn_paper_rows(profile, gradient_bytes: int, observation_bytes: int, num_envs: int, rollout_steps: int,
-                   num_minibatches: int, update_epochs: int, env_steps: float,
+                   num_minibatches: int, update_epochs: int,
                    layouts=((1, 1), (1, 8), (4, 8))) -> List[dict]:
-    """Predicted env steps/s and hours to `env_steps` of PQN jobs on `profile`'s GPUs laid out as (nodes, GPUs per
+    """Predicted env steps/s of PQN jobs on `profile`'s GPUs laid out as (nodes, GPUs per
     node), every GPU with the preset's envs and minibatches (--counts_per_rank). A rollout is its vector steps'
     acting and then its updates, each waiting for its exchange: nothing overlaps in PQN's cycle.
 
         seconds per rollout = T x t_act(e) + U x (t_update(m) + t_sync(N)),  env steps/s = N x e x T / that"""
-    from hvd_dqn.tools.hardware_profiles import acting_ms, pqn_update_ms
+    from hvd_dqn.tools.gpu_costs import acting_ms, pqn_update_ms
 
     minibatch = num_envs * rollout_steps // num_minibatches
     updates = num_minibatches * update_epochs
@@ -150,8 +171,15 @@ def pqn_paper_rows(profile, gradient_bytes: int, observation_bytes: int, num_env
         rows.append(dict(nodes=nodes, gpus_per_node=per_node, workers=workers, rank_scaling="counts_per_rank",
                          envs_per_gpu=num_envs, acting_ms_per_rollout=round(1000 * acting_s, 1),
                          learn_ms=round(1000 * update_s, 3), sync_ms=round(1000 * sync, 3),
-                         env_steps_per_s=round(rate, 1), hours_to_env_steps=round(env_steps / rate / 3600, 2)))
+                         env_steps_per_s=round(rate, 1)))
     return _speedups(rows)
+
+
+def add_hours(rows: List[dict], env_steps: float) -> List[dict]:
+    """Each row's hours for `env_steps` at its predicted rate."""
+    for row in rows:
+        row["hours_to_env_steps"] = round(env_steps / row["env_steps_per_s"] / 3600, 2)
+    return rows
 
 
 class ScoreFigureError(ValueError):

@@ -13,7 +13,7 @@ A profile holds measured parts, each with its source:
 - the gradient exchange: Horovod's negotiation per update and the ring's links within and between nodes;
 - the plain loops measured end to end on that hardware, which the model must reproduce (`validation_rows`).
 
-Two profiles are built in: "h200-16core" (measured on one NVIDIA H200 with a 16-core Xeon host, 2026) and
+The model of a GPU's work from a profile is `hvd_dqn.tools.gpu_costs`. Two profiles are built in: "h200-16core" (measured on one NVIDIA H200 with a 16-core Xeon host, 2026) and
 "gtx1080-2016" (two figures derived from Daley & Amato 2021's GTX 1080 runs, the model's earlier anchor).
 `python -m hvd_dqn.tools.calibrate` writes a profile of the machine it runs on, in the same JSON form.
 """
@@ -70,6 +70,7 @@ class HardwareProfile:
     host_call_ms: float  # per vector step, beyond the forward pass and the emulators
     host_store_ms: float  # per agent step
     host_gather_ns_per_byte: float  # per byte of a batch gathered from host memory
+    host_draw_ms: float  # per batch drawn from host memory, whatever its size
     exchange: Exchange
     loops: Tuple[Loop, ...] = ()
     sources: Dict[str, str] = dataclasses.field(default_factory=dict)
@@ -85,122 +86,7 @@ class HardwareProfile:
 
 
 TABLES = ("update_device_ms", "update_host_ms", "pqn_update_device_ms", "forward_ms", "emulator_steps_per_s")
-SCALARS = ("copy_bytes_per_s", "host_call_ms", "host_store_ms", "host_gather_ns_per_byte")
-
-
-def table_value(table: Dict[int, float], size: float, beyond: str) -> float:
-    """A table's value at `size`, interpolated on log-log axes between its entries; below the smallest entry the
-    smallest entry's value (a GPU's step is bound by its kernel launches there, so it does not shrink with the
-    batch); above the largest, `beyond`: "proportional" (cost grows with the size, as it does once the device
-    is full) or "flat" (a rate that no longer grows: the emulators once every core is busy)."""
-    if not table:
-        raise ProfileError("an empty table")
-    keys = sorted(table)
-    if size <= keys[0]:
-        return table[keys[0]]
-    if size >= keys[-1]:
-        return table[keys[-1]] * (size / keys[-1] if beyond == "proportional" else 1.0)
-    upper = next(index for index, key in enumerate(keys) if key >= size)
-    low, high = keys[upper - 1], keys[upper]
-    fraction = (math.log(size) - math.log(low)) / (math.log(high) - math.log(low))
-    return table[low] * (table[high] / table[low]) ** fraction
-
-
-# --- the model of one GPU's work, used by the loops' validation and by the GPU rows ----------------------------
-
-def acting_ms(profile: HardwareProfile, num_envs: int) -> float:
-    """One vector step of `num_envs` envs: the forward pass (per call), the emulators, the host's fixed cost
-    per call and its cost per agent step."""
-    forward = table_value(profile.forward_ms, num_envs, "proportional") if profile.forward_ms else 0.0
-    emulators = (1000.0 * num_envs / table_value(profile.emulator_steps_per_s, num_envs, "flat")
-                 if profile.emulator_steps_per_s else 0.0)
-    return forward + emulators + profile.host_call_ms + num_envs * profile.host_store_ms
-
-
-def gather_ms(profile: HardwareProfile, batch_bytes: float) -> float:
-    return batch_bytes * profile.host_gather_ns_per_byte * 1e-6
-
-
-def dqn_update_ms(profile: HardwareProfile, batch_size: int, observation_bytes: int) -> float:
-    """One DQN update from a host replay: gathered (two observations per sample), shipped, stepped."""
-    if not profile.update_host_ms:
-        raise ProfileError(f"profile {profile.name!r} has no DQN update figures (update_host_ms)")
-    return (table_value(profile.update_host_ms, batch_size, "proportional")
-            + gather_ms(profile, 2 * batch_size * observation_bytes))
-
-
-def pqn_update_ms(profile: HardwareProfile, batch_size: int, observation_bytes: int) -> float:
-    """One PQN minibatch update from a host rollout: gathered (one observation per sample), copied, stepped."""
-    if not profile.pqn_update_device_ms or not profile.copy_bytes_per_s:
-        raise ProfileError(f"profile {profile.name!r} has no PQN update figures (pqn_update_device_ms and "
-                           "copy_bytes_per_s)")
-    batch_bytes = batch_size * observation_bytes
-    return (table_value(profile.pqn_update_device_ms, batch_size, "proportional")
-            + 1000.0 * batch_bytes / profile.copy_bytes_per_s + gather_ms(profile, batch_bytes))
-
-
-def loop_agent_steps_per_s(profile: HardwareProfile, loop: Loop, observation_bytes: int) -> float:
-    """A plain loop's agent steps per second, acting and learning one after the other."""
-    if loop.agent == "dqn":
-        ms = acting_ms(profile, loop.num_envs) + loop.updates_per_vector_step * dqn_update_ms(
-            profile, loop.batch_size, observation_bytes)
-        return 1000.0 * loop.num_envs / ms
-    ms = (loop.rollout_steps * acting_ms(profile, loop.num_envs)
-          + loop.updates_per_rollout * pqn_update_ms(profile, loop.batch_size, observation_bytes))
-    return 1000.0 * loop.num_envs * loop.rollout_steps / ms
-
-
-ATARI_OBSERVATION_BYTES = 84 * 84 * 4  # a stack of four 84x84 uint8 frames
-
-
-def validation_rows(profile: HardwareProfile, observation_bytes: int = ATARI_OBSERVATION_BYTES) -> List[dict]:
-    """Each measured loop of the profile beside the model's agent steps/s from its parts, and the error."""
-    rows = []
-    for loop in profile.loops:
-        predicted = loop_agent_steps_per_s(profile, loop, observation_bytes)
-        rows.append(dict(loop=loop.label or f"{loop.agent} {loop.num_envs} envs, batch {loop.batch_size}",
-                         measured=loop.agent_steps_per_s, predicted=round(predicted, 1),
-                         error=round(predicted / loop.agent_steps_per_s - 1.0, 3)))
-    return rows
-
-
-def fit_host_costs(profile: HardwareProfile, loops=None,
-                   observation_bytes: int = ATARI_OBSERVATION_BYTES) -> Tuple[float, float, float]:
-    """The three host costs (ms per vector step, ms per agent step, ns per gathered byte) that make the model's
-    loops closest to the measured ones, as least squares on the relative error: the time of an agent step is
-    linear in them, so the fit is one linear solve. Returns them unrounded."""
-    import numpy as np
-
-    bare = dataclasses.replace(profile, host_call_ms=0.0, host_store_ms=0.0, host_gather_ns_per_byte=0.0)
-    rows, targets = [], []
-    for loop in loops if loops is not None else profile.loops:
-        measured_ms = 1000.0 / loop.agent_steps_per_s  # per agent step
-        parts_ms = 1000.0 / loop_agent_steps_per_s(bare, loop, observation_bytes)
-        if loop.agent == "dqn":
-            bytes_per_step = loop.updates_per_vector_step * 2 * loop.batch_size * observation_bytes / loop.num_envs
-        else:
-            bytes_per_step = (loop.updates_per_rollout * loop.batch_size * observation_bytes
-                              / (loop.num_envs * loop.rollout_steps))
-        rows.append([1.0 / loop.num_envs / measured_ms, 1.0 / measured_ms, bytes_per_step * 1e-6 / measured_ms])
-        targets.append((measured_ms - parts_ms) / measured_ms)
-    if len(rows) < 3:
-        raise ProfileError(f"profile {profile.name!r}: fitting three host costs needs at least three loops")
-    solution = np.linalg.lstsq(np.array(rows), np.array(targets), rcond=None)[0]
-    return tuple(float(value) for value in solution)
-
-
-def leave_one_out_rows(profile: HardwareProfile, observation_bytes: int = ATARI_OBSERVATION_BYTES) -> List[dict]:
-    """Each loop predicted with the host costs fitted to the other loops: how well the fit carries to a shape it
-    has not seen."""
-    rows = []
-    for index, loop in enumerate(profile.loops):
-        others = [other for position, other in enumerate(profile.loops) if position != index]
-        call, store, gather = fit_host_costs(profile, others, observation_bytes)
-        refitted = dataclasses.replace(profile, host_call_ms=call, host_store_ms=store, host_gather_ns_per_byte=gather)
-        predicted = loop_agent_steps_per_s(refitted, loop, observation_bytes)
-        rows.append(dict(loop=loop.label, measured=loop.agent_steps_per_s, predicted=round(predicted, 1),
-                         error=round(predicted / loop.agent_steps_per_s - 1.0, 3)))
-    return rows
+SCALARS = ("copy_bytes_per_s", "host_call_ms", "host_store_ms", "host_gather_ns_per_byte", "host_draw_ms")
 
 
 # --- the built-in profiles ----------------------------------------------------------------------------------------
@@ -223,6 +109,7 @@ H200_16CORE = HardwareProfile(
     host_call_ms=0.9097,
     host_store_ms=0.07323,
     host_gather_ns_per_byte=0.7276,
+    host_draw_ms=0.0,  # not told apart from the bytes by six loops
     exchange=Exchange(negotiation_ms=1.0, intra_node_bytes_per_s=450e9, intra_node_latency_us=5.0,
                       inter_node_bytes_per_s=50e9, inter_node_latency_us=4.0),
     loops=(
@@ -249,9 +136,11 @@ H200_16CORE = HardwareProfile(
         "copy_bytes_per_s": "derived: the update from the host less the update on the device at batch 2,048 "
                             "(10.87 ms for 115.6 MB)",
         "host_call_ms": "fitted: least squares of the model's six loops against the measured ones "
-                        "(hardware_profiles.fit_host_costs)",
+                        "(gpu_costs.fit_host_costs)",
         "host_store_ms": "fitted, as host_call_ms",
         "host_gather_ns_per_byte": "fitted, as host_call_ms (41 us per DQN sample of 56,448 B)",
+        "host_draw_ms": "not fitted: six loops do not tell a cost per batch apart from its bytes; in "
+                        "host_gather_ns_per_byte",
         "negotiation_ms": "Horovod 0.28.1's default cycle time, 1 ms (horovod/common/operations.cc, "
                           "SetCycleTimeMs(1)); a Horovod timeline of 2 CPU ranks over MPI measured 1.06 ms",
         "intra_node_bytes_per_s": "NVIDIA H200 SXM: fourth-generation NVLink, 18 links, 900 GB/s in all, i.e. "
@@ -283,6 +172,7 @@ GTX1080_2016 = HardwareProfile(
     host_call_ms=0.0,
     host_store_ms=1.15,
     host_gather_ns_per_byte=0.0,
+    host_draw_ms=0.0,
     exchange=Exchange(negotiation_ms=1.0, intra_node_bytes_per_s=300e9, intra_node_latency_us=5.0,
                       inter_node_bytes_per_s=25e9, inter_node_latency_us=4.0),
     sources={

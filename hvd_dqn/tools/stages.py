@@ -12,9 +12,10 @@ from hvd_dqn.tools.timing import rename, side_by_side
 from hvd_dqn.tools.training_modes import fill_replay, training_mode_rates
 
 
-def stage_rates(config, seconds: float, rounds: int, argv) -> dict:
+def stage_rates(config, seconds: float, rounds: int, argv, full_training: bool = True) -> dict:
     """Every single-process figure of `python -m hvd_dqn.tools.benchmark` (its docstring lists them) for `config`;
-    `argv`: the benchmark's own command line, which the full-training child process is started with."""
+    `argv`: the benchmark's own command line, which the full-training child process is started with;
+    full_training=False: the stages alone, without the trainers' figures."""
     import tensorflow as tf
 
     from hvd_dqn.agent.distributed_update import huber
@@ -122,6 +123,11 @@ def stage_rates(config, seconds: float, rounds: int, argv) -> dict:
     # --- serving: the exported SavedModel's greedy actions, per batch size --------------------------------
     results.update(exported_policy_rates(online, spec, rng, seconds, rounds))
 
+    results["replay_sample_vs_bare_gather"] = (results["replay_sample_batches_per_s"]
+                                               / results["bare_gather_batches_per_s"])
+    if not full_training:
+        return results
+
     # --- full training, at the preset's replay ratio and at the balanced one --------------------------------
     # One update per `balanced` env steps makes the learner's capacity (updates/s x env steps per update) equal
     # acting's; there, and only there, any idle side is lost time the pipeline can win back.
@@ -135,8 +141,6 @@ def stage_rates(config, seconds: float, rounds: int, argv) -> dict:
     results["overlap_efficiency_per_step"] = results["train_steps_per_s_overlap"] / slower_stage
     results["balanced_efficiency"] = results["balanced_steps_per_s"] / min(acting_rate, update_rate * balanced)
     results["balanced_speedup"] = results["balanced_steps_per_s"] / results["balanced_steps_per_s_in_order"]
-    results["replay_sample_vs_bare_gather"] = (results["replay_sample_batches_per_s"]
-                                               / results["bare_gather_batches_per_s"])
     return results
 
 

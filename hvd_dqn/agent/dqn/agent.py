@@ -4,10 +4,16 @@
 one per --train_frequency env steps (the replay ratio), the same count on every rank (all ranks step the same
 number of envs and their memories fill alike), each a collective gradient step; the target network is copied
 every --target_update_period updates.
+
+Minibatches are drawn on a thread of their own while the update before them runs (`hvd_dqn.replay.prefetch`);
+with --draw_ahead, where every env step makes an update due, the next step's first one is drawn during this
+step's last update too, before the next step is stored, so on a GPU the host's gather overlaps every update and
+its allreduce.
 """
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import functools
 from typing import Dict, Optional
 
@@ -25,6 +31,15 @@ from hvd_dqn.replay.frames import FrameReplayMemory
 from hvd_dqn.replay.memory import PrioritySettings, ReplayMemory
 from hvd_dqn.replay.prefetch import minibatches
 from hvd_dqn.run import distributed
+
+
+def draws_ahead(config: TrainConfig, update_on_gpu: bool) -> bool:
+    """Whether DQN draws each next minibatch on a thread of its own while the update before it runs, across env
+    steps too (--draw_ahead; on with "auto" where the update runs on a GPU and the draw on the host's cores).
+    Never with prioritised replay, whose draws need the priorities the update before them sets."""
+    if config.prioritized_replay:
+        return False
+    return config.draw_ahead == "on" or (config.draw_ahead == "auto" and update_on_gpu)
 
 
 class DQNAgent(AgentBase):
@@ -51,6 +66,12 @@ class DQNAgent(AgentBase):
         # Prioritised replay's importance-sampling exponent, annealed to 1 by the end (Schaul et al. 2016).
         self.priority_beta = LinearSchedule(config.priority_beta_start, 1.0, config.total_env_steps)
         self.sampler = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="minibatches")
+        # --draw_ahead: the next minibatch, being drawn on the sampler thread; the sampling stream's state before
+        # that draw, which a checkpoint keeps so that a resumed run draws the same minibatch again.
+        self.draws_ahead = False  # set by `build` from --draw_ahead and the device
+        self._drawn_ahead: Optional[concurrent.futures.Future] = None
+        self._sample_rng_before_draw = None
+        self._draw_again = False  # after a restore: draw the saved minibatch again before the next store
 
     @classmethod
     def build(cls, config: TrainConfig, spec, num_envs: int, replay_capacity: int, world_size: int,
@@ -60,7 +81,11 @@ class DQNAgent(AgentBase):
         online = q_network_for(config, spec, "online")
         learner = DQNLearner.from_config(config, online, q_network_for(config, spec, "target"), world_size)
         memory = make_replay_memory(config, spec, num_envs, replay_capacity)
-        return cls(config, learner, memory, spec, num_envs, world_size, sample_rng, rank_metrics)
+        agent = cls(config, learner, memory, spec, num_envs, world_size, sample_rng, rank_metrics)
+        import tensorflow as tf
+
+        agent.draws_ahead = draws_ahead(config, bool(tf.config.list_logical_devices("GPU")))
+        return agent
 
     # --- acting -----------------------------------------------------------------------------------------------
     def make_actor(self, rng: np.random.Generator, own_network: bool) -> EpsilonGreedyActor:
@@ -78,20 +103,39 @@ class DQNAgent(AgentBase):
         a new world also means waiting until every rank (a newcomer's memory is empty) is ready again."""
         self.ranks_sharing_an_update = world_size if self.config.rank_scaling == "updates" else 1
         self.world_size = world_size
+        self._forget_drawn_ahead()  # drawn for the old world's batch size
         self.learning_starts = rank_learning_starts(self.config, world_size)
         self.memory_ready = False
 
     def on_world_change(self, world_size: int) -> bool:
         return rescale_learning_rate(self.learner.optimizer, self.config, world_size)
 
-    def rank_state(self) -> Dict[str, int]:
+    def rank_state(self) -> Dict[str, object]:
         # Saved as "update_credit", the name checkpoints have always used.
-        return {"update_credit": self.env_steps_since_update}
+        state = {"update_credit": self.env_steps_since_update}
+        if self._drawn_ahead is not None:
+            self._drawn_ahead.result()  # the stream is at rest once the draw is done
+            state["sample_rng_before_draw"] = self._sample_rng_before_draw
+        return state
 
-    def load_rank_state(self, state: Optional[Dict[str, int]]) -> None:
+    def load_rank_state(self, state: Optional[Dict[str, object]]) -> None:
         """With an empty memory (state None) updates restart from nothing owed once it is refilled, as in a
-        fresh run."""
+        fresh run. A minibatch drawn ahead when the state was saved is drawn again, from the same stream state
+        and the same memory, before the next step is stored."""
+        self._forget_drawn_ahead()
         self.env_steps_since_update = int(state["update_credit"]) if state is not None else 0
+        if state is not None and state.get("sample_rng_before_draw") is not None:
+            self.sample_rng.bit_generator.state = state["sample_rng_before_draw"]
+            self._draw_again = self.draws_ahead
+
+    # --- storing -----------------------------------------------------------------------------------------------
+    def store(self, experience):
+        if self._draw_again:  # after a restore, before the memory changes
+            self._draw_ahead()
+            self._draw_again = False
+        if self._drawn_ahead is not None:
+            self._drawn_ahead.result()  # the draw reads the memory this step writes to
+        return super().store(experience)
 
     # --- learning --------------------------------------------------------------------------------------
     def learn(self, env_steps: int, counters) -> None:
@@ -104,9 +148,13 @@ class DQNAgent(AgentBase):
                 return
         self.env_steps_since_update += self.num_envs * self.ranks_sharing_an_update
         due, self.env_steps_since_update = divmod(self.env_steps_since_update, config.train_frequency)
-        batch_size = config.batch_size // self.ranks_sharing_an_update
-        draw = functools.partial(self.memory.sample, batch_size, self.sample_rng, self.priority_beta(env_steps))
-        for batch in minibatches(draw, due, None if self.memory.priority else self.sampler):
+        if self.draws_ahead:
+            batches = self._batches_drawn_ahead(due)
+        else:
+            batch_size = config.batch_size // self.ranks_sharing_an_update
+            draw = functools.partial(self.memory.sample, batch_size, self.sample_rng, self.priority_beta(env_steps))
+            batches = minibatches(draw, due, None if self.memory.priority else self.sampler)
+        for batch in batches:
             metrics = self.learner.update(batch)
             if batch.indices is not None:  # prioritised: this rank's new priorities from its TD errors
                 self.memory.update_priorities(batch.indices, metrics["td_errors"])
@@ -114,6 +162,34 @@ class DQNAgent(AgentBase):
             counters.updates += 1
             if counters.updates % self.target_update_period == 0:
                 self.learner.sync_target(config.target_update_tau)
+
+    def _batches_drawn_ahead(self, count: int):
+        """`count` minibatches, each drawn while the update before it ran; the first was drawn during the last
+        update of the env step before (or is drawn now, in line). Each one taken, the next is started: for this
+        step's next update, or for the next step's first when that step will make one due. Never further ahead,
+        so a minibatch drawn ahead misses one env step at most, and a checkpoint (taken between steps) holds the
+        very memory it was drawn from."""
+        next_step_updates = self.env_steps_since_update + self.num_envs * self.ranks_sharing_an_update >= \
+            self.config.train_frequency
+        for index in range(count):
+            batch = self._drawn_ahead.result() if self._drawn_ahead is not None else self._draw()
+            self._drawn_ahead = None
+            if index + 1 < count or next_step_updates:
+                self._draw_ahead()
+            yield batch
+
+    def _draw(self):
+        # Uniform replay only (prioritised replay never draws ahead), so the importance exponent plays no part.
+        return self.memory.sample(self.config.batch_size // self.ranks_sharing_an_update, self.sample_rng)
+
+    def _draw_ahead(self) -> None:
+        self._sample_rng_before_draw = copy.deepcopy(self.sample_rng.bit_generator.state)
+        self._drawn_ahead = self.sampler.submit(self._draw)
+
+    def _forget_drawn_ahead(self) -> None:
+        if self._drawn_ahead is not None:
+            self._drawn_ahead.result()
+        self._drawn_ahead, self._sample_rng_before_draw, self._draw_again = None, None, False
 
     def _every_memory_ready(self) -> bool:
         """Whether every rank's memory holds its --learning_starts entries (memories never shrink).
@@ -130,6 +206,7 @@ class DQNAgent(AgentBase):
         return not_ready == 0
 
     def close(self) -> None:
+        self._forget_drawn_ahead()
         self.sampler.shutdown()
 
 

@@ -34,6 +34,7 @@ import tempfile
 
 import numpy as np
 
+from hvd_dqn.agent.factory import learns_from_replay
 from hvd_dqn.tools import hardware_profiles
 from hvd_dqn.tools.benchmark_workers import BenchmarkError, resolved_config
 from hvd_dqn.tools.profile_parts import measure_parts
@@ -128,9 +129,11 @@ def profile_of(name: str, facts: dict, parts: dict, exchange, exchange_sources: 
     stamp = f"measured by {PROGRAM} on {datetime.date.today().isoformat()}"
     host_call_ms, host_store_ms = host_costs(parts["acting_ms"], parts["forward_ms"], parts["emulator_steps_per_s"])
     batches = sorted(parts["gather_ms"])
-    draw_ms, gather_ms_per_byte = non_negative_line(
-        [parts["observations_per_sample"] * batch * parts["observation_bytes"] for batch in batches],
-        [parts["gather_ms"][batch] for batch in batches])
+    batch_bytes = [parts["observations_per_sample"] * batch * parts["observation_bytes"] for batch in batches]
+    draws = [parts["gather_ms"][batch] for batch in batches]
+    draw_ms, gather_ms_per_byte = non_negative_line(batch_bytes, draws)
+    if gather_ms_per_byte == 0:  # larger draws timed as cheaper: noise; a draw's cost grows with its bytes
+        draw_ms, gather_ms_per_byte = 0.0, float(np.median([ms / size for ms, size in zip(draws, batch_bytes)]))
     device = ", ".join(facts["gpus"]) or f"no GPU: a CPU rank with {facts['cores']} core(s)"
     sources = {field: stamp for field in (*hardware_profiles.TABLES, "copy_bytes_per_s")}
     sources.update(host_call_ms=stamp + ": the acting path less its forward pass and emulators, the intercept of a "
@@ -236,10 +239,10 @@ def main(argv=None) -> int:
         facts = machine_facts()
         per_rank = config.num_envs
         envs = parse_sizes(args.envs, "--envs") if args.envs else sorted({1, per_rank, max(facts["cores"], 2)})
-        batch = config.batch_size if config.agent == "dqn" else config.num_envs * config.rollout_steps // \
-            config.num_minibatches
+        dqn = learns_from_replay(config)
+        batch = config.batch_size if dqn else config.num_envs * config.rollout_steps // config.num_minibatches
         # PQN's minibatches are large already (a CPU takes seconds for 16 times one); DQN's small ones are launch-bound
-        default = [batch, 4 * batch, 16 * batch] if config.agent == "dqn" else [max(1, batch // 2), batch, 2 * batch]
+        default = [batch, 4 * batch, 16 * batch] if dqn else [max(1, batch // 2), batch, 2 * batch]
         batches = parse_sizes(args.batches, "--batches") if args.batches else default
         ranks = args.ranks if args.ranks is not None else default_ranks(facts)
         if ranks < 1:

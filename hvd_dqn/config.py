@@ -26,7 +26,9 @@ AGENTS = ("dqn", "pqn")  # DQN with replay and a target network; PQN (Gallici et
 RANK_SCALINGS = ("batch", "updates")  # how the work of an update is shared when ranks are added
 LR_SCALE_RULES = ("linear", "sqrt")  # --scale_lr_by_workers: the rate times N, or times sqrt(N)
 PIPELINE_MODES = ("auto", "on", "off")
-DRAW_AHEAD_MODES = ("auto", "on", "off")  # auto: on where the rank's update runs on a GPU  # auto: on where the emulators step outside Python's lock (Atari)
+DRAW_AHEAD_MODES = ("auto", "on", "off")  # auto: on where the rank's update runs on a GPU
+# PQN at N ranks: every minibatch shared over the ranks (one rank's algorithm), or whole minibatches per rank
+PQN_MINIBATCH_MODES = ("shared", "whole")
 
 
 class ConfigError(ValueError):
@@ -130,6 +132,9 @@ class TrainConfig:
     # num_minibatches-th of it, split evenly over the ranks, so N ranks run one rank's algorithm.
     rollout_steps: int = 128  # steps of every env per rollout (CleanRL pqn.py's num_steps)
     num_minibatches: int = 4  # minibatches per pass over a rollout
+    # "whole": each rank makes whole minibatches (one rank's size) of its own rollout, num_minibatches / N per
+    # pass, so N ranks make N times fewer, N times larger updates (hvd_dqn.rank_split.pqn_minibatch_size)
+    pqn_minibatches: str = "shared"
     update_epochs: int = 4  # passes over each rollout
     q_lambda: float = 0.65  # lambda of the Q(lambda) returns: 0 bootstraps every step, 1 only at the rollout's end
 
@@ -245,12 +250,16 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
         _require(value > 0.0, name, value, "must be a number > 0")
     choices = (("network", NETWORKS), ("conv_padding", CONV_PADDINGS), ("optimizer", OPTIMIZERS),
                ("rank_scaling", RANK_SCALINGS), ("lr_scale_rule", LR_SCALE_RULES), ("loss", LOSSES),
-               ("pipeline", PIPELINE_MODES), ("draw_ahead", DRAW_AHEAD_MODES), ("agent", AGENTS))
+               ("pipeline", PIPELINE_MODES), ("draw_ahead", DRAW_AHEAD_MODES), ("agent", AGENTS),
+               ("pqn_minibatches", PQN_MINIBATCH_MODES))
     for name, allowed in choices:
         value = getattr(config, name)
         _require(value in allowed, name, value, f"must be one of {', '.join(allowed)}")
     if config.agent == "pqn":  # before DQN's own relations, which would name a setting PQN does not use
         _check_pqn(config)
+    else:
+        _require(config.pqn_minibatches == "shared", "pqn_minibatches", config.pqn_minibatches,
+                 "a PQN setting (how ranks share its minibatches); DQN's ranks share updates by --rank_scaling")
     if config.learning_rate_end is not None:
         _require(config.learning_rate_end >= 0.0, "learning_rate_end", config.learning_rate_end,
                  "must be a number >= 0")
@@ -308,7 +317,7 @@ DQN_ONLY = {
     "n_step": "the replay memory's n-step returns (PQN's returns are Q(lambda), --q_lambda)",
     "target_update_period": "the target network", "target_update_tau": "the target network",
     "double_dqn": "the target network", "apex_exploration": "Ape-X's per-env epsilons",
-    "rank_scaling": "how ranks share DQN's updates (PQN's minibatches are split over the ranks)",
+    "rank_scaling": "how ranks share DQN's updates (PQN's ranks share minibatches by --pqn_minibatches)",
 }
 
 
@@ -327,6 +336,13 @@ def _check_pqn(config: TrainConfig) -> None:
     _require(config.draw_ahead != "on", "draw_ahead", config.draw_ahead,
              "a DQN setting (minibatches drawn from the replay memory); --agent=pqn learns from each rollout. "
              "Leave it at auto")
+    # whole minibatches of one rank's size at a fixed job size: with each rank's counts its own, a rank's
+    # minibatches are already whole (and an elastic world's N changes while the split is in use)
+    _require(not (config.pqn_minibatches == "whole" and (config.counts_per_rank or config.elastic)),
+             "pqn_minibatches", config.pqn_minibatches,
+             "splits the job's rollout into whole minibatches per rank at a fixed number of ranks; with "
+             "--counts_per_rank or --elastic each rank already makes --num_minibatches whole minibatches of its "
+             "own rollout. Leave it at shared")
 
 
 def _flag_text(value) -> str:

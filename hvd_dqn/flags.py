@@ -80,6 +80,13 @@ _HELP = {
     "rollout_steps": "PQN: steps of every env in each rollout; the job's rollout is this times --num_envs.",
     "num_minibatches": "PQN: minibatches per pass over a rollout, each a --num_minibatches-th of the job's rollout, "
                        "split evenly over the ranks.",
+    "pqn_minibatches": "PQN with N ranks. shared: every minibatch is a --num_minibatches-th of the job's rollout, "
+                       "drawn in equal shares from the ranks, so N ranks run one rank's algorithm, each making "
+                       "every update on 1/N of the minibatch. whole: each rank makes --num_minibatches / N whole "
+                       "minibatches of one rank's size from its own rollout per pass, so each update averages N "
+                       "of them (N times the transitions) and a rollout makes N times fewer updates (fewer, larger "
+                       "updates: for a small network an update costs about the same at any of these sizes); "
+                       "--lr_decay_updates is then divided by N, keeping the decay on the env-step clock.",
     "update_epochs": "PQN: passes over each rollout.",
     "q_lambda": "PQN: lambda of the Q(lambda) returns (0: bootstrap after every step; 1: only at the rollout's or "
                 "the episode's end).",

@@ -25,7 +25,10 @@ def scales_lr(config: TrainConfig) -> bool:
 def scales_schedules(config: TrainConfig) -> bool:
     """Whether the schedules counted in updates are divided by the ranks: --scale_schedules_by_workers applies
     to --rank_scaling=batch only (updates makes one rank's updates per env step at any N) and not under
-    --elastic (whose N changes while a schedule runs)."""
+    --elastic (whose N changes while a schedule runs). PQN's are divided under --pqn_minibatches=whole, whose
+    N ranks make N times fewer updates per rollout."""
+    if config.agent == "pqn":  # whole minibatches make N times fewer updates per rollout, as batch does
+        return config.pqn_minibatches == "whole"
     return (config.scale_schedules_by_workers and config.rank_scaling == "batch" and not config.elastic
             and config.agent == "dqn")
 
@@ -195,8 +198,24 @@ def pqn_rank_envs(config: TrainConfig, world_size: int) -> int:
 
 
 def pqn_minibatch_size(config: TrainConfig, world_size: int) -> int:
-    """--agent=pqn: the transitions of one rank's share of each minibatch."""
-    return config.rollout_steps * pqn_rank_envs(config, world_size) // config.num_minibatches
+    """--agent=pqn: the transitions of a rank's part of each update: its share of every minibatch (shared), or
+    one rank's whole minibatch, a --num_minibatches-th of the job's rollout (whole: --num_minibatches / N of
+    them per pass from each rank's rollout, which must split so)."""
+    envs = pqn_rank_envs(config, world_size)
+    if config.pqn_minibatches == "shared":
+        return config.rollout_steps * envs // config.num_minibatches
+    if config.num_minibatches % world_size:
+        raise ConfigError(f"--pqn_minibatches=whole: --num_minibatches={config.num_minibatches} whole minibatches "
+                          f"per pass must split evenly over the {world_size} ranks (or leave --pqn_minibatches at "
+                          "shared)")
+    return config.rollout_steps * envs * world_size // config.num_minibatches
+
+
+def pqn_updates_per_rollout(config: TrainConfig, world_size: int) -> int:
+    """--agent=pqn: the updates each rollout makes: --update_epochs passes of --num_minibatches (shared) or
+    --num_minibatches / N (whole) updates."""
+    minibatches = config.num_minibatches // (world_size if config.pqn_minibatches == "whole" else 1)
+    return config.update_epochs * minibatches
 
 
 def rank_learning_starts(config: TrainConfig, world_size: int) -> int:
@@ -222,6 +241,8 @@ def check_world(config: TrainConfig, world_size: int) -> None:
     """Raises ConfigError if the job's envs, replay memory or (under --rank_scaling=updates) batch do not split
     over `world_size` ranks; for the trainer and for the commands that start runs at several sizes."""
     rank_share(config, world_size)
+    if config.agent == "pqn":
+        pqn_minibatch_size(config, world_size)
     if config.agent == "dqn" and config.rank_scaling == "updates" and config.batch_size % world_size:
         raise ConfigError(f"--rank_scaling=updates: --batch_size={config.batch_size} (the global batch) must "
                           f"split evenly over the {world_size} ranks")

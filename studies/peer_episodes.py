@@ -6,9 +6,10 @@ loop began. Runs in the peer's own venv (see pqn_side_by_side.py), not in hvd_dq
         -- CLEANRL/cleanrl/pqn.py --seed=1 --no-cuda
 
 How it reads the script without editing it:
-- the clock starts at the first reset of its vector env: CleanRL's scripts take `start_time = time.time()` on
-  the line before `envs.reset(...)`, so wall_s means what their SPS means, and what hvd_dqn's wall_s means (the
-  training loop's start, after imports and building the network);
+- the clock starts at the first reset of its vector env (gymnasium's, or for the envpool scripts the gym
+  wrapper around the pool): CleanRL's scripts take `start_time = time.time()` on the line before
+  `envs.reset(...)`, so wall_s means what their SPS means, and what hvd_dqn's wall_s means (the training
+  loop's start, after imports and building the network);
 - an episode is each `charts/episodic_return` scalar the script logs to TensorBoard, at the global step it
   gives, in the order logged (by env index within a step, as hvd_dqn orders them);
 - with --target, the run stops once the mean of the last --window episodes reaches it (gymnasium's "solved"),
@@ -25,6 +26,25 @@ class Solved(Exception):
     """Raised from inside the script's logging once the target is reached, to end its loop."""
 
 
+def reset_classes() -> list:
+    """The classes whose first reset starts the clock: gymnasium's vector envs (pqn.py), and for the envpool
+    scripts (gym 0.23) gym.Wrapper, through which their RecordEpisodeStatistics resets the pool."""
+    classes = []
+    try:
+        import gymnasium
+        classes += [gymnasium.vector.SyncVectorEnv, gymnasium.vector.AsyncVectorEnv]
+    except ImportError:
+        pass
+    try:
+        import gym
+        classes.append(gym.Wrapper)
+    except ImportError:
+        pass
+    if not classes:
+        raise SystemExit("peer_episodes.py: neither gymnasium nor gym is installed in this venv")
+    return classes
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True, help="episodes.csv to write")
@@ -34,7 +54,6 @@ def main() -> int:
     parser.add_argument("script_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
 
-    import gymnasium
     from torch.utils.tensorboard import SummaryWriter
 
     started = []
@@ -44,15 +63,15 @@ def main() -> int:
     writer = csv.writer(handle)
     writer.writerow(["env_steps", "return", "wall_s"])
 
-    for vector_env in (gymnasium.vector.SyncVectorEnv, gymnasium.vector.AsyncVectorEnv):
-        original_reset = vector_env.reset
+    for env_class in reset_classes():
+        original_reset = env_class.reset
 
         def reset(self, *positional, _original=original_reset, **keywords):
             if not started:
                 started.append(time.time())
             return _original(self, *positional, **keywords)
 
-        vector_env.reset = reset
+        env_class.reset = reset
 
     original_add_scalar = SummaryWriter.add_scalar
 

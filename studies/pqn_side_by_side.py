@@ -6,14 +6,26 @@ and (on CartPole) CleanRL's pqn.py, seed by seed, the order of the three turned 
         --out=results/pqn_side_by_side/cartpole
     .venv/bin/python studies/pqn_side_by_side.py --task=minatar_breakout --seeds=1,2,3 \
         --workdir=runs/side_by_side --out=results/pqn_side_by_side/minatar_breakout
+    .venv/bin/python studies/pqn_side_by_side.py --task=atari_pong --seeds=0 --concurrent \
+        --peer_python=PEERS/cleanrl_atari/bin/python --cleanrl_dir=CLEANRL --workdir=runs/side_by_side \
+        --out=results/pqn_side_by_side/atari_pong
 
 CleanRL runs in an environment of its own, outside hvd_dqn's venv (hvd_dqn does not depend on torch):
 `bash studies/peer_venv.sh PEERS/cleanrl` makes it, and CLEANRL is a clone of github.com/vwxyzjn/cleanrl (the
 commit is recorded with each run). Its script runs unchanged, through studies/peer_episodes.py, which writes
 its episodes as hvd_dqn does and stops it once solved.
 
-Every run is bound to core 0 (taskset), with one thread for its maths (hvd_dqn: --cores_per_rank=1; torch:
-OMP_NUM_THREADS=1), the other core left idle. "Seconds" are seconds of training from each run's own clock,
+Every run is bound to one core (taskset), with one thread for its maths (hvd_dqn: --cores_per_rank=1; torch:
+OMP_NUM_THREADS=1). By default the runs take turns on core 0, the other core left idle; with --concurrent a
+seed's configurations run at the same time, each on a core of its own (which one turned round from seed to
+seed), so each has the other as its only neighbour.
+
+Atari Pong (--task=atari_pong) runs CleanRL's pqn_atari_envpool.py for its full budget and hvd_dqn's Atari PQN
+preset with CleanRL's emulator settings (envpool's defaults there: no sticky actions, up to 30 no-op starts,
+FIRE pressed at reset, a lost life ends the episode for learning, 27,000 agent steps at most; returns of the
+full game reported raw), both for 1M agent steps with their schedules over that budget. It has no single
+target: the report gives each run's mean return per 100k agent steps and the seconds at which the mean of 20
+consecutive episodes (CleanRL's own avg_episodic_return) first reaches each of a ladder of returns. "Seconds" are seconds of training from each run's own clock,
 from its training loop's start, when the mean of 100 consecutive training episodes first reaches the target;
 the medians are over seeds. Finished runs' evidence (episodes.csv; for hvd_dqn also metrics.csv and
 config.json; run.json with the command, seed, commit and timing) is kept in OUT_runs/<config>_seed<seed>/ and
@@ -38,7 +50,15 @@ from hvd_dqn.tools.study_report import episode_at_target, read_run  # noqa: E402
 TASKS = {
     "cartpole": dict(target=475.0, configs=("cleanrl_pqn", "hvd_dqn_pqn", "hvd_dqn_dqn"),
                      presets={"hvd_dqn_pqn": "configs/cartpole_pqn.flags", "hvd_dqn_dqn": "configs/cartpole.flags"},
-                     extra=[]),
+                     extra=[], peer=["pqn.py"]),
+    # CleanRL's envpool settings on hvd_dqn's side; no evaluation, which CleanRL's script does not do either
+    "atari_pong": dict(target=None, ladder=(-20.0, -15.0, -10.0, -5.0, 0.0, 5.0, 10.0, 15.0), window=20,
+                       configs=("cleanrl_pqn", "hvd_dqn_pqn"), presets={"hvd_dqn_pqn": "configs/pong_pqn.flags"},
+                       extra=["--repeat_action_probability=0", "--noop_max=30", "--fire_reset",
+                              "--eval_interval_env_steps=0"],
+                       peer=["pqn_atari_envpool.py", "--env-id=Pong-v5", "--total-timesteps=1000000"],
+                       labels={"cleanrl_pqn": "CleanRL pqn_atari_envpool.py (torch, envpool)",
+                               "hvd_dqn_pqn": "hvd_dqn --flagfile=configs/pong_pqn.flags, CleanRL's emulator"}),
     # MinAtar has no CleanRL script; both presets stop at the target as the CartPole presets do
     "minatar_breakout": dict(target=5.0, configs=("hvd_dqn_pqn", "hvd_dqn_dqn"),
                              presets={"hvd_dqn_pqn": "configs/minatar_pqn.flags",
@@ -56,12 +76,17 @@ def git_commit(path: str) -> str:
     return done.stdout.strip() if done.returncode == 0 else "unknown"
 
 
+def label(task: dict, config: str) -> str:
+    return task.get("labels", {}).get(config, LABELS[config])
+
+
 def command_for(config: str, task: dict, seed: int, logdir: str, args) -> list:
     if config == "cleanrl_pqn":
+        stop = [] if task["target"] is None else [f"--target={task['target']:g}", f"--window={WINDOW}"]
+        script, *script_args = task["peer"]
         return [args.peer_python, os.path.join(REPO, "studies", "peer_episodes.py"),
-                f"--out={os.path.join(logdir, 'episodes.csv')}", f"--target={task['target']:g}",
-                f"--window={WINDOW}", "--", os.path.join(args.cleanrl_dir, "cleanrl", "pqn.py"),
-                f"--seed={seed}", "--no-cuda"]
+                f"--out={os.path.join(logdir, 'episodes.csv')}", *stop, "--",
+                os.path.join(args.cleanrl_dir, "cleanrl", script), *script_args, f"--seed={seed}", "--no-cuda"]
     return [sys.executable, "-m", "hvd_dqn.train", f"--flagfile={os.path.join(REPO, task['presets'][config])}",
             f"--seed={seed}", "--cores_per_rank=1", f"--logdir={logdir}", *task["extra"]]
 
@@ -81,33 +106,41 @@ def public_command(command: list, args) -> list:
     return named
 
 
-def run_one(config: str, task: dict, seed: int, args) -> None:
+def start_one(config: str, task: dict, seed: int, core: int, args):
+    """Starts one run bound to `core`; None if its evidence is already kept."""
     evidence = f"{args.out}_runs/{config}_seed{seed}"
     if os.path.exists(os.path.join(evidence, "run.json")):
         print(f"kept: {evidence}", flush=True)
-        return
+        return None
     logdir = os.path.abspath(os.path.join(args.workdir, f"{config}_seed{seed}"))
     shutil.rmtree(logdir, ignore_errors=True)
     os.makedirs(logdir)
-    command = command_for(config, task, seed, logdir, args)
+    # hvd_dqn takes its core from the affinity it inherits (--cores_per_rank=1); torch's threads are bound by it
+    command = ["taskset", "-c", str(core), *command_for(config, task, seed, logdir, args)]
     environment = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    if config == "cleanrl_pqn":  # hvd_dqn binds itself (--cores_per_rank=1); torch is bound from outside
-        command = ["taskset", "-c", "0", *command]
     print(f"{config} seed {seed}: {' '.join(command)}", flush=True)
-    start = time.time()
-    with open(logdir + ".log", "w") as log:
-        done = subprocess.run(command, cwd=logdir if config == "cleanrl_pqn" else REPO, env=environment,
-                              stdout=log, stderr=subprocess.STDOUT)
-    seconds = time.time() - start
-    if done.returncode != 0:
-        raise SystemExit(f"{config} seed {seed} failed (exit {done.returncode}); see {logdir}.log")
+    log = open(logdir + ".log", "w")
+    process = subprocess.Popen(command, cwd=logdir if config == "cleanrl_pqn" else REPO, env=environment,
+                               stdout=log, stderr=subprocess.STDOUT)
+    return dict(config=config, seed=seed, core=core, command=command, logdir=logdir, evidence=evidence,
+                process=process, log=log, start=time.time())
+
+
+def finish_one(run: dict, args) -> None:
+    """Waits for a run started by start_one and keeps its evidence with its provenance."""
+    config, seed, logdir, evidence, command = (run[key] for key in ("config", "seed", "logdir", "evidence", "command"))
+    returncode = run["process"].wait()
+    seconds = time.time() - run["start"]
+    run["log"].close()
+    if returncode != 0:
+        raise SystemExit(f"{config} seed {seed} failed (exit {returncode}); see {logdir}.log")
     shutil.rmtree(evidence, ignore_errors=True)
     os.makedirs(evidence)
     for name in ("episodes.csv", "metrics.csv", "config.json"):
         if os.path.exists(os.path.join(logdir, name)):
             shutil.copyfile(os.path.join(logdir, name), os.path.join(evidence, name))
-    provenance = dict(config=config, seed=seed, command=public_command(command, args),
-                      process_seconds=round(seconds, 1), hvd_dqn_commit=git_commit(REPO),
+    provenance = dict(config=config, seed=seed, command=public_command(command, args), core=run["core"],
+                      concurrent=args.concurrent, process_seconds=round(seconds, 1), hvd_dqn_commit=git_commit(REPO),
                       machine=platform.node(), finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     if config == "cleanrl_pqn":
         provenance["cleanrl_commit"] = git_commit(args.cleanrl_dir)
@@ -132,8 +165,7 @@ def report(task_name: str, task: dict, seeds, out: str) -> dict:
             evidence = f"{out}_runs/{config}_seed{seed}"
             if not os.path.exists(os.path.join(evidence, "run.json")):
                 continue
-            episodes = (peer_episodes(os.path.join(evidence, "episodes.csv")) if config == "cleanrl_pqn"
-                        else read_run(evidence, log_hint=False)[1])
+            episodes = run_episodes(config, evidence)
             reached = episode_at_target(episodes, task["target"], WINDOW)
             records.append(dict(config=config, seed=seed, episodes=len(episodes),
                                 env_steps_to_target=None if reached is None else int(reached[0]),
@@ -144,7 +176,7 @@ def report(task_name: str, task: dict, seeds, out: str) -> dict:
     for config in task["configs"]:
         runs = [record for record in records if record["config"] == config]
         reached = [record for record in runs if record["wall_s_to_target"] is not None]
-        summary.append(dict(config=config, label=LABELS[config], runs=len(runs), reached=len(reached),
+        summary.append(dict(config=config, label=label(task, config), runs=len(runs), reached=len(reached),
                             median_env_steps_to_target=statistics.median(r["env_steps_to_target"] for r in reached)
                             if reached else None,
                             median_wall_s_to_target=round(statistics.median(r["wall_s_to_target"] for r in reached), 1)
@@ -161,6 +193,95 @@ def report(task_name: str, task: dict, seeds, out: str) -> dict:
         print(f"{row['label']:32s} runs {row['runs']} reached {row['reached']}  median env steps "
               f"{row['median_env_steps_to_target']}  median seconds {row['median_wall_s_to_target']}")
     return study
+
+
+def run_episodes(config: str, evidence: str):
+    """(env_steps, return, wall_s) of each training episode of a kept run."""
+    return (peer_episodes(os.path.join(evidence, "episodes.csv")) if config == "cleanrl_pqn"
+            else read_run(evidence, log_hint=False)[1])
+
+
+def ladder_record(config: str, seed: int, episodes, task: dict) -> dict:
+    """One run on a task without a single target: its mean return per 100k agent steps and when the mean of
+    `window` consecutive episodes first reached each return of the ladder."""
+    episodes = sorted((int(steps), float(value), float(wall)) for steps, value, wall in episodes)
+    per_100k = []
+    for start in range(0, max(steps for steps, _, _ in episodes), 100_000):
+        values = [value for steps, value, _ in episodes if start < steps <= start + 100_000]
+        per_100k.append(round(statistics.mean(values), 2) if values else None)
+    rungs = {}
+    for rung in task["ladder"]:
+        reached = episode_at_target(episodes, rung, task["window"])
+        rungs[f"{rung:g}"] = None if reached is None else dict(env_steps=reached[0], wall_s=round(reached[2], 1))
+    last_steps, _, last_wall = episodes[-1]
+    return dict(config=config, seed=seed, episodes=len(episodes), last_episode_env_steps=last_steps,
+                last_episode_wall_s=round(last_wall, 1), env_steps_per_s=round(last_steps / last_wall),
+                mean_return_per_100k=per_100k, rungs=rungs)
+
+
+def report_ladder(task_name: str, task: dict, seeds, out: str) -> dict:
+    """The report of a task without a single target (Atari Pong): return by 100k steps and time to each rung,
+    and hvd_dqn's time over CleanRL's at each rung both reached (medians over seeds)."""
+    records, curves = [], {}
+    for config in task["configs"]:
+        for seed in seeds:
+            evidence = f"{out}_runs/{config}_seed{seed}"
+            if os.path.exists(os.path.join(evidence, "run.json")):
+                episodes = run_episodes(config, evidence)
+                records.append(ladder_record(config, seed, episodes, task))
+                curves[f"{config}_seed{seed}"] = episodes
+    ratios = []
+    for rung in task["ladder"]:
+        seconds = {}
+        for config in task["configs"]:
+            times = [r["rungs"][f"{rung:g}"]["wall_s"] for r in records
+                     if r["config"] == config and r["rungs"][f"{rung:g}"] is not None]
+            runs = sum(1 for r in records if r["config"] == config)
+            seconds[config] = statistics.median(times) if times and len(times) == runs else None
+        if all(seconds.values()) and len(seconds) == 2:
+            ratios.append(dict(rung=rung, **{f"{c}_wall_s": v for c, v in seconds.items()},
+                               hvd_dqn_over_cleanrl=round(seconds["hvd_dqn_pqn"] / seconds["cleanrl_pqn"], 3)))
+    study = dict(task=task_name, window=task["window"], ladder=list(task["ladder"]), seeds=list(seeds),
+                 labels={config: label(task, config) for config in task["configs"]}, runs=records,
+                 time_ratio_by_rung=ratios)
+    with open(out + ".json", "w") as handle:
+        json.dump(study, handle, indent=2)
+        handle.write("\n")
+    draw_curves(study, curves, out + ".png")
+    for record in records:
+        print(f"{record['config']} seed {record['seed']}: {record['env_steps_per_s']} agent steps/s, per 100k "
+              f"{record['mean_return_per_100k']}")
+    for row in ratios:
+        print(f"mean of {task['window']} >= {row['rung']:g}: hvd_dqn / CleanRL seconds = {row['hvd_dqn_over_cleanrl']}")
+    return study
+
+
+def draw_curves(study: dict, curves: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    window = study["window"]
+    figure, panels = plt.subplots(1, 2, figsize=(11, 4.5), dpi=120)
+    for index, (name, episodes) in enumerate(sorted(curves.items())):
+        episodes = sorted(episodes)
+        values = [value for _, value, _ in episodes]
+        means = [statistics.mean(values[max(0, i - window + 1):i + 1]) for i in range(len(values))]
+        config = name.rsplit("_seed", 1)[0]
+        for panel, axis in ((panels[0], 2), (panels[1], 0)):
+            panel.plot([episode[axis] for episode in episodes], means, color=f"C{index}",
+                       label=f"{study['labels'][config]}, seed {name.rsplit('_seed', 1)[1]}")
+    panels[0].set_xlabel("seconds of training (one core)")
+    panels[1].set_xlabel("agent steps")
+    for panel in panels:
+        panel.set_ylabel(f"mean return of {window} training episodes")
+        panel.grid(alpha=0.3)
+    panels[0].legend(fontsize="small")
+    figure.suptitle(f"{study['task']}: side by side, one core each")
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
 
 
 def draw(study: dict, path: str) -> None:
@@ -199,18 +320,40 @@ def main() -> int:
     parser.add_argument("--workdir", default="runs/side_by_side", help="the runs' logdirs (outside git)")
     parser.add_argument("--out", required=True, help="writes OUT.json, OUT.png and OUT_runs/")
     parser.add_argument("--report_only", action="store_true")
+    parser.add_argument("--concurrent", action="store_true",
+                        help="run a seed's configurations at the same time, each on a core of its own")
     args = parser.parse_args()
     task = TASKS[args.task]
+    # the peer runs in its own folder, so its Python and CleanRL's clone are named absolutely
+    args.peer_python = args.peer_python and os.path.abspath(args.peer_python)
+    args.cleanrl_dir = args.cleanrl_dir and os.path.abspath(args.cleanrl_dir)
     seeds = [int(seed) for seed in args.seeds.split(",")]
     if not args.report_only:
         if "cleanrl_pqn" in task["configs"] and not (args.peer_python and args.cleanrl_dir):
             parser.error(f"--task={args.task} runs CleanRL too: give --peer_python and --cleanrl_dir")
         os.makedirs(args.workdir, exist_ok=True)
         configs = list(task["configs"])
-        for turn, seed in enumerate(seeds):  # the order turns round: A B C, B C A, C A B, ...
-            for config in configs[turn % len(configs):] + configs[:turn % len(configs)]:
-                run_one(config, task, seed, args)
-    report(args.task, task, seeds, args.out)
+        cores = sorted(os.sched_getaffinity(0))
+        if args.concurrent and len(cores) < len(configs):
+            parser.error(f"--concurrent needs a core per configuration ({len(configs)}); this process has {len(cores)}")
+        for turn, seed in enumerate(seeds):  # the order (or, run concurrently, the cores) turns round per seed
+            order = configs[turn % len(configs):] + configs[:turn % len(configs)]
+            if args.concurrent:
+                started = [start_one(config, task, seed, cores[index], args) for index, config in enumerate(order)]
+                try:
+                    for run in started:
+                        if run is not None:
+                            finish_one(run, args)
+                finally:  # one failed: stop its neighbour rather than leave it running unwatched
+                    for run in started:
+                        if run is not None and run["process"].poll() is None:
+                            run["process"].terminate()
+                continue
+            for config in order:
+                run = start_one(config, task, seed, cores[0], args)
+                if run is not None:
+                    finish_one(run, args)
+    (report if task["target"] is not None else report_ladder)(args.task, task, seeds, args.out)
     return 0
 
 

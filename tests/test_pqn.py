@@ -1,6 +1,7 @@
 """PQN (--agent=pqn): Q(lambda) returns against a rollout worked by hand, LayerNorm networks, RAdam against its
-formulas, the rollout's checkpoint, the one-line error for every DQN setting, equal replicas on 2 ranks, a
-resume in the middle of a rollout that continues exactly, and CartPole learnt."""
+formulas, the rollout's checkpoint, the one-line error for every DQN setting, equal replicas on 2 ranks (with
+every minibatch shared, or whole minibatches per rank), a resume in the middle of a rollout that continues
+exactly, and CartPole learnt."""
 import dataclasses
 
 import numpy as np
@@ -13,6 +14,7 @@ from hvd_dqn.agent.networks import build_minatar_q_network, build_mlp_q_network,
 from hvd_dqn.agent.pqn.learner import q_lambda_returns
 from hvd_dqn.config import DQN_ONLY, ConfigError, TrainConfig, validate
 from hvd_dqn.logdir import checkpoint
+from hvd_dqn.rank_split import check_world, learning_rate_at, pqn_minibatch_size, pqn_updates_per_rollout
 from hvd_dqn.replay.rollout import Rollout
 
 from conftest import PYTHON, REPO, episodes_without_wall_time, horovodrun, python_module
@@ -172,6 +174,30 @@ def test_every_dqn_setting_is_named_in_one_line_with_pqn(tmp_path):
         assert result.returncode == 2 and result.stderr.strip().startswith(f"hvd_dqn.train: error: {message}")
 
 
+def test_whole_minibatches_make_n_times_fewer_updates_of_one_ranks_size():
+    """CartPole's preset: a job rollout of 4 envs x 128 steps, 4 minibatches of 128, 4 passes. Shared, each of
+    N ranks adds 128 / N to every one of the 16 updates; whole, each makes 4 / N minibatches of 128 per pass from
+    its own rollout of 512 / N, and the step size's decay counts N times fewer updates."""
+    shared = TrainConfig(agent="pqn", layer_norm=True, num_envs=4, rollout_steps=128, num_minibatches=4,
+                         learning_rate_end=1e-9, lr_decay_updates=15616)
+    whole = dataclasses.replace(shared, pqn_minibatches="whole")
+    for ranks in (1, 2, 4):
+        assert (pqn_minibatch_size(shared, ranks), pqn_updates_per_rollout(shared, ranks)) == (128 // ranks, 16)
+        assert (pqn_minibatch_size(whole, ranks), pqn_updates_per_rollout(whole, ranks)) == (128, 16 // ranks)
+        assert learning_rate_at(shared, ranks).decay_updates == 15616
+        assert learning_rate_at(whole, ranks).decay_updates == 15616 // ranks
+        assert learning_rate_at(whole, ranks).scale == 1.0
+    with pytest.raises(ConfigError, match=r"^--pqn_minibatches=whole: --num_minibatches=4 whole minibatches per "
+                                          r"pass must split evenly over the 8 ranks"):
+        check_world(dataclasses.replace(whole, num_envs=8), 8)
+    for other, message in (({"agent": "dqn", "layer_norm": False, "learning_rate_end": None, "lr_decay_updates": 0},
+                            r"^--pqn_minibatches=whole: a PQN setting"),
+                           ({"counts_per_rank": True}, r"^--pqn_minibatches=whole: splits the job's rollout"),
+                           ({"pqn_minibatches": "halves"}, r"^--pqn_minibatches=halves: must be one of shared, whole")):
+        with pytest.raises(ConfigError, match=message):
+            validate(dataclasses.replace(whole, **other), check_logdir_writable=False)
+
+
 SHORT = [PRESET, "--total_env_steps=3000", "--rollout_steps=32", "--lr_decay_updates=1000",
          "--epsilon_decay_env_steps=2000", "--log_interval_env_steps=500", "--stop_at_train_return=inf",
          "--deterministic_ops"]
@@ -183,6 +209,16 @@ def test_two_ranks_keep_equal_replicas_and_make_one_ranks_updates(tmp_path):
     horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", *SHORT, f"--logdir={tmp_path}"], timeout=600)
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(tmp_path)))
     assert final["env_steps"] == 3000 and final["updates"] == (3000 // 128) * 16
+    assert len(set(final["replica_weight_digests"])) == 1
+
+
+def test_two_ranks_of_whole_minibatches_keep_equal_replicas_and_make_half_the_updates(tmp_path):
+    """--pqn_minibatches=whole on 2 ranks: each rank's rollout of 2 x 32 = 64 transitions makes 2 minibatches of
+    32 per pass, averaged over the ranks: 8 updates per rollout of the job instead of 16, the replicas equal."""
+    horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", *SHORT, "--pqn_minibatches=whole", f"--logdir={tmp_path}"],
+               timeout=600)
+    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(tmp_path)))
+    assert final["env_steps"] == 3000 and final["updates"] == (3000 // 128) * 8
     assert len(set(final["replica_weight_digests"])) == 1
 
 

@@ -4,7 +4,8 @@
 holds --rollout_steps steps, then computes its Q(lambda) returns (`q_lambda_returns`, with bootstrap values from
 the network as it is before the rollout's updates, the network that collected it) and makes --update_epochs
 passes over it in --num_minibatches shuffled minibatches, each a collective update whose gradient Horovod
-averages over the ranks; then the next rollout begins. Every rank's rollout fills at the same iteration, so all
+averages over the ranks (--pqn_minibatches: each rank's share of every minibatch, or whole minibatches of its
+own rollout, N times fewer); then the next rollout begins. Every rank's rollout fills at the same iteration, so all
 ranks enter the same updates.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from hvd_dqn.agent.networks import q_network_for
 from hvd_dqn.agent.policy import RolloutActor
 from hvd_dqn.agent.pqn.learner import PQNLearner, q_lambda_returns
 from hvd_dqn.config import TrainConfig
-from hvd_dqn.rank_split import pqn_minibatch_size
+from hvd_dqn.rank_split import pqn_minibatch_size, pqn_updates_per_rollout
 from hvd_dqn.replay.rollout import Rollout
 
 
@@ -33,7 +34,8 @@ class PQNAgent(AgentBase):
     def __init__(self, config: TrainConfig, learner: PQNLearner, rollout: Rollout, spec, world_size: int,
                  sample_rng: np.random.Generator, rank_metrics):
         super().__init__(config, learner, rollout, spec, sample_rng, rank_metrics)
-        self.minibatch_size = pqn_minibatch_size(config, world_size)  # this rank's share of every minibatch
+        self.minibatch_size = pqn_minibatch_size(config, world_size)  # this rank's part of every update
+        self.updates_per_rollout = pqn_updates_per_rollout(config, world_size)
         self.iterations_per_cycle = config.rollout_steps  # it learns once a rollout
         self.actor: Optional[RolloutActor] = None  # `make_actor`'s
 
@@ -55,8 +57,7 @@ class PQNAgent(AgentBase):
         return self.actor
 
     def iterations_per_update(self, num_envs: int) -> float:
-        updates_per_rollout = self.config.update_epochs * self.config.num_minibatches
-        return self.config.rollout_steps / updates_per_rollout
+        return self.config.rollout_steps / self.updates_per_rollout
 
     # --- the world ---------------------------------------------------------------------------------------------
     def join_world(self, world_size: int) -> None:

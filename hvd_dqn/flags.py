@@ -85,8 +85,9 @@ _HELP = {
                        "every update on 1/N of the minibatch. whole: each rank makes --num_minibatches / N whole "
                        "minibatches of one rank's size from its own rollout per pass, so each update averages N "
                        "of them (N times the transitions) and a rollout makes N times fewer updates (fewer, larger "
-                       "updates: for a small network an update costs about the same at any of these sizes); "
-                       "--lr_decay_updates is then divided by N, keeping the decay on the env-step clock.",
+                       "updates: for a small network an update costs about the same at any of these sizes); the "
+                       "step size is then scaled by N and --lr_decay_updates divided by N, as under "
+                       "--rank_scaling=batch (--scale_lr_by_workers, --scale_schedules_by_workers).",
     "update_epochs": "PQN: passes over each rollout.",
     "q_lambda": "PQN: lambda of the Q(lambda) returns (0: bootstrap after every step; 1: only at the rollout's or "
                 "the episode's end).",
@@ -117,14 +118,15 @@ _HELP = {
                     "update waiting for a sync (docs/scaling.md compares the two). --elastic needs batch.",
     "lr_scale_rule": "With --scale_lr_by_workers: linear (the rate times N, Goyal et al. 2017) or sqrt (times "
                      "sqrt(N), Krizhevsky 2014; Hoffer et al. 2017).",
-    "scale_lr_by_workers": "Under --rank_scaling=batch: multiply the learning rate by the number of ranks (the "
-                           "global batch grows with them; Goyal et al. 2017). No effect under updates.",
+    "scale_lr_by_workers": "Under --rank_scaling=batch (PQN: --pqn_minibatches=whole): multiply the learning rate "
+                           "by the number of ranks (the global batch grows with them; Goyal et al. 2017). No "
+                           "effect under updates (PQN: shared).",
     "lr_warmup_updates": "Updates over which a scaled learning rate ramps up linearly from the base value; 0: none.",
     "learning_rate_end": "Decay the step size linearly from --learning_rate to this value over --lr_decay_updates "
                          "updates, then keep it (both times the rank scale of --scale_lr_by_workers); unset: "
                          "a constant step size.",
     "lr_decay_updates": "Updates over which the step size decays to --learning_rate_end; 0 without it.",
-    "scale_schedules_by_workers": "With --rank_scaling=batch and N ranks: divide --target_update_period, "
+    "scale_schedules_by_workers": "With --rank_scaling=batch (PQN: --pqn_minibatches=whole) and N ranks: divide --target_update_period, "
                                   "--lr_warmup_updates and --lr_decay_updates by N (rounded, at least 1), so each "
                                   "spans the env steps it spans at one rank although N ranks make N times fewer "
                                   "updates per env step (Goyal et al. 2017 keep schedules in epochs alike). No "

@@ -18,8 +18,11 @@ from hvd_dqn.config import ConfigError, TrainConfig
 def scales_lr(config: TrainConfig) -> bool:
     """Whether the step size is multiplied by the ranks: --scale_lr_by_workers applies to --rank_scaling=batch,
     whose global batch grows with the ranks; under updates the global batch is --batch_size at any N, and so is
-    PQN's minibatch (a --num_minibatches-th of the job's rollout)."""
-    return config.scale_lr_by_workers and config.rank_scaling == "batch" and config.agent == "dqn"
+    PQN's minibatch (a --num_minibatches-th of the job's rollout) unless --pqn_minibatches=whole, whose update
+    averages N whole minibatches."""
+    if config.agent == "pqn":
+        return config.scale_lr_by_workers and config.pqn_minibatches == "whole"
+    return config.scale_lr_by_workers and config.rank_scaling == "batch"
 
 
 def scales_schedules(config: TrainConfig) -> bool:
@@ -28,9 +31,8 @@ def scales_schedules(config: TrainConfig) -> bool:
     --elastic (whose N changes while a schedule runs). PQN's are divided under --pqn_minibatches=whole, whose
     N ranks make N times fewer updates per rollout."""
     if config.agent == "pqn":  # whole minibatches make N times fewer updates per rollout, as batch does
-        return config.pqn_minibatches == "whole"
-    return (config.scale_schedules_by_workers and config.rank_scaling == "batch" and not config.elastic
-            and config.agent == "dqn")
+        return config.scale_schedules_by_workers and config.pqn_minibatches == "whole"
+    return config.scale_schedules_by_workers and config.rank_scaling == "batch" and not config.elastic
 
 
 @dataclasses.dataclass(frozen=True)

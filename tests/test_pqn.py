@@ -177,7 +177,7 @@ def test_every_dqn_setting_is_named_in_one_line_with_pqn(tmp_path):
 def test_whole_minibatches_make_n_times_fewer_updates_of_one_ranks_size():
     """CartPole's preset: a job rollout of 4 envs x 128 steps, 4 minibatches of 128, 4 passes. Shared, each of
     N ranks adds 128 / N to every one of the 16 updates; whole, each makes 4 / N minibatches of 128 per pass from
-    its own rollout of 512 / N, and the step size's decay counts N times fewer updates."""
+    its own rollout of 512 / N, the step size is N times larger and its decay counts N times fewer updates."""
     shared = TrainConfig(agent="pqn", layer_norm=True, num_envs=4, rollout_steps=128, num_minibatches=4,
                          learning_rate_end=1e-9, lr_decay_updates=15616)
     whole = dataclasses.replace(shared, pqn_minibatches="whole")
@@ -186,7 +186,8 @@ def test_whole_minibatches_make_n_times_fewer_updates_of_one_ranks_size():
         assert (pqn_minibatch_size(whole, ranks), pqn_updates_per_rollout(whole, ranks)) == (128, 16 // ranks)
         assert learning_rate_at(shared, ranks).decay_updates == 15616
         assert learning_rate_at(whole, ranks).decay_updates == 15616 // ranks
-        assert learning_rate_at(whole, ranks).scale == 1.0
+        assert (learning_rate_at(shared, ranks).scale, learning_rate_at(whole, ranks).scale) == (1.0, ranks)
+        assert learning_rate_at(dataclasses.replace(whole, scale_lr_by_workers=False), ranks).scale == 1.0
     with pytest.raises(ConfigError, match=r"^--pqn_minibatches=whole: --num_minibatches=4 whole minibatches per "
                                           r"pass must split evenly over the 8 ranks"):
         check_world(dataclasses.replace(whole, num_envs=8), 8)

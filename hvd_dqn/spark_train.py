@@ -73,15 +73,15 @@ def _start_spark():
         builder = (builder.master(f"local[{FLAGS.num_proc}]").config("spark.driver.host", "127.0.0.1")
                    .config("spark.driver.bindAddress", "127.0.0.1").config("spark.ui.enabled", "false"))
     try:
-        session = builder.getOrCreate()
+        spark = builder.getOrCreate()
     except Exception as error:  # noqa: BLE001 - pyspark's start-up errors have no common base class
         reason = storage.describe(error)
         if "JAVA_GATEWAY_EXITED" in reason or "JAVA_HOME" in reason or "java" in reason.lower():
             reason += " (Spark needs a Java runtime: scripts/setup.sh installs one; or set JAVA_HOME)"
         raise ConfigError(f"Spark could not start: {reason}") from None
     # A failed task is reported as one line from its Python error (_task_error), not as Spark's log of it.
-    session.sparkContext.setLogLevel("FATAL")
-    return session
+    spark.sparkContext.setLogLevel("FATAL")
+    return spark
 
 
 def _task_error(error: BaseException) -> str:
@@ -98,7 +98,7 @@ def _task_error(error: BaseException) -> str:
 
 def train_on_spark(config: TrainConfig) -> dict:
     """Driver: starts the ranks as Spark tasks, trains, returns rank 0's counters; ConfigError with one line."""
-    session = _start_spark()
+    spark = _start_spark()
     import horovod.spark
 
     # horovod.spark runs the Spark job on a thread of its own, whose failure would print a traceback and
@@ -115,7 +115,7 @@ def train_on_spark(config: TrainConfig) -> dict:
             from None
     finally:
         threading.excepthook = hook
-        session.stop()
+        spark.stop()
     errors = [result["error"] for result in results if "error" in result]
     if errors:
         raise ConfigError(errors[0])

@@ -126,11 +126,12 @@ _HELP = {
                          "updates, then keep it (both times the rank scale of --scale_lr_by_workers); unset: "
                          "a constant step size.",
     "lr_decay_updates": "Updates over which the step size decays to --learning_rate_end; 0 without it.",
-    "scale_schedules_by_workers": "With --rank_scaling=batch (PQN: --pqn_minibatches=whole) and N ranks: divide --target_update_period, "
-                                  "--lr_warmup_updates and --lr_decay_updates by N (rounded, at least 1), so each "
-                                  "spans the env steps it spans at one rank although N ranks make N times fewer "
-                                  "updates per env step (Goyal et al. 2017 keep schedules in epochs alike). No "
-                                  "effect under updates or --elastic (whose N changes while a schedule runs).",
+    "scale_schedules_by_workers": "With --rank_scaling=batch (PQN: --pqn_minibatches=whole) and N ranks: divide "
+                                  "--target_update_period, --lr_warmup_updates and --lr_decay_updates by N "
+                                  "(rounded, at least 1), so each spans the env steps it spans at one rank although "
+                                  "N ranks make N times fewer updates per env step (Goyal et al. 2017 keep schedules "
+                                  "in epochs alike). No effect under updates or --elastic (whose N changes while a "
+                                  "schedule runs).",
     "counts_per_rank": "--num_envs, --replay_capacity and --learning_starts count per rank instead of over the job "
                        "(N ranks then run N times the envs and memory; always so under --elastic). Runs written "
                        "before these counted over the job under --rank_scaling=batch resume with it set.",

@@ -214,10 +214,10 @@ def pqn_minibatch_size(config: TrainConfig, world_size: int) -> int:
 
 
 def pqn_updates_per_rollout(config: TrainConfig, world_size: int) -> int:
-    """--agent=pqn: the updates each rollout makes: --update_epochs passes of --num_minibatches (shared) or
-    --num_minibatches / N (whole) updates."""
-    minibatches = config.num_minibatches // (world_size if config.pqn_minibatches == "whole" else 1)
-    return config.update_epochs * minibatches
+    """--agent=pqn: the updates each rollout makes, --update_epochs passes over a rank's rollout in parts of
+    `pqn_minibatch_size`: --num_minibatches per pass (shared) or --num_minibatches / N (whole)."""
+    rank_rollout = config.rollout_steps * pqn_rank_envs(config, world_size)
+    return config.update_epochs * (rank_rollout // pqn_minibatch_size(config, world_size))
 
 
 def rank_learning_starts(config: TrainConfig, world_size: int) -> int:

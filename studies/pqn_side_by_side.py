@@ -25,7 +25,9 @@ preset with CleanRL's emulator settings (envpool's defaults there: no sticky act
 FIRE pressed at reset, a lost life ends the episode for learning, 27,000 agent steps at most; returns of the
 full game reported raw), both for 1M agent steps with their schedules over that budget. It has no single
 target: the report gives each run's mean return per 100k agent steps and the seconds at which the mean of 20
-consecutive episodes (CleanRL's own avg_episodic_return) first reaches each of a ladder of returns. "Seconds" are seconds of training from each run's own clock,
+consecutive episodes (CleanRL's own avg_episodic_return) first reaches each of a ladder of returns.
+
+"Seconds" are seconds of training from each run's own clock,
 from its training loop's start, when the mean of 100 consecutive training episodes first reaches the target;
 the medians are over seeds. Finished runs' evidence (episodes.csv; for hvd_dqn also metrics.csv and
 config.json; run.json with the command, seed, commit and timing) is kept in OUT_runs/<config>_seed<seed>/ and
@@ -158,20 +160,25 @@ def peer_episodes(path: str):
         return [(int(row["env_steps"]), float(row["return"]), float(row["wall_s"])) for row in csv.DictReader(handle)]
 
 
-def report(task_name: str, task: dict, seeds, out: str) -> dict:
-    records = []
+def kept_runs(task: dict, seeds, out: str):
+    """(config, seed, episodes) of every run whose evidence is kept, episodes as (env_steps, return, wall_s)."""
     for config in task["configs"]:
         for seed in seeds:
             evidence = f"{out}_runs/{config}_seed{seed}"
-            if not os.path.exists(os.path.join(evidence, "run.json")):
-                continue
-            episodes = run_episodes(config, evidence)
-            reached = episode_at_target(episodes, task["target"], WINDOW)
-            records.append(dict(config=config, seed=seed, episodes=len(episodes),
-                                env_steps_to_target=None if reached is None else int(reached[0]),
-                                wall_s_to_target=None if reached is None else round(float(reached[2]), 1),
-                                env_steps_per_s_to_target=None if reached is None or not reached[2] else
-                                round(reached[0] / reached[2])))
+            if os.path.exists(os.path.join(evidence, "run.json")):
+                yield config, seed, (peer_episodes(os.path.join(evidence, "episodes.csv")) if config == "cleanrl_pqn"
+                                     else read_run(evidence, log_hint=False)[1])
+
+
+def report(task_name: str, task: dict, seeds, out: str) -> dict:
+    records = []
+    for config, seed, episodes in kept_runs(task, seeds, out):
+        reached = episode_at_target(episodes, task["target"], WINDOW)
+        records.append(dict(config=config, seed=seed, episodes=len(episodes),
+                            env_steps_to_target=None if reached is None else int(reached[0]),
+                            wall_s_to_target=None if reached is None else round(float(reached[2]), 1),
+                            env_steps_per_s_to_target=None if reached is None or not reached[2] else
+                            round(reached[0] / reached[2])))
     summary = []
     for config in task["configs"]:
         runs = [record for record in records if record["config"] == config]
@@ -193,12 +200,6 @@ def report(task_name: str, task: dict, seeds, out: str) -> dict:
         print(f"{row['label']:32s} runs {row['runs']} reached {row['reached']}  median env steps "
               f"{row['median_env_steps_to_target']}  median seconds {row['median_wall_s_to_target']}")
     return study
-
-
-def run_episodes(config: str, evidence: str):
-    """(env_steps, return, wall_s) of each training episode of a kept run."""
-    return (peer_episodes(os.path.join(evidence, "episodes.csv")) if config == "cleanrl_pqn"
-            else read_run(evidence, log_hint=False)[1])
 
 
 def ladder_record(config: str, seed: int, episodes, task: dict) -> dict:
@@ -223,13 +224,9 @@ def report_ladder(task_name: str, task: dict, seeds, out: str) -> dict:
     """The report of a task without a single target (Atari Pong): return by 100k steps and time to each rung,
     and hvd_dqn's time over CleanRL's at each rung both reached (medians over seeds)."""
     records, curves = [], {}
-    for config in task["configs"]:
-        for seed in seeds:
-            evidence = f"{out}_runs/{config}_seed{seed}"
-            if os.path.exists(os.path.join(evidence, "run.json")):
-                episodes = run_episodes(config, evidence)
-                records.append(ladder_record(config, seed, episodes, task))
-                curves[f"{config}_seed{seed}"] = episodes
+    for config, seed, episodes in kept_runs(task, seeds, out):
+        records.append(ladder_record(config, seed, episodes, task))
+        curves[f"{config}_seed{seed}"] = episodes
     ratios = []
     for rung in task["ladder"]:
         seconds = {}

@@ -100,7 +100,7 @@ def test_a_tiny_two_rank_study_writes_one_record_per_run_and_a_summary(tmp_path)
     assert study["compare"].startswith("unbound ranks (--cores_per_rank=0): they share the machine's cores")
     assert "compare env steps only" in result.stdout
     assert (tmp_path / "cartpole.png").read_bytes().startswith(PNG_MAGIC)
-    # Run again without the runs themselves (a new session's checkout): the evidence kept beside the results
+    # Run again without the runs themselves (a fresh checkout): the evidence kept beside the results
     # is reused, not trained again, and gives the same record.
     shutil.rmtree(tmp_path / "runs")
     again = run([*study_command, f"--out={out}", "--", *extra], timeout=120)

@@ -37,7 +37,7 @@ class TrainingState(State):
     """The Horovod Elastic state of one rank's Trainer.
 
     Horovod's own `TensorFlowKerasState` covers one model and its optimizer, and `TensorFlowState`
-    re-broadcasts its variables on `sync()` only with a TF1 session; a DQN learner has two networks, an
+    re-broadcasts its variables on `sync()` only in TF1 graph mode; a DQN learner has two networks, an
     optimizer and counters that must move together, so this state holds them all.
     """
 

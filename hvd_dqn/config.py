@@ -16,13 +16,13 @@ import json
 import os
 from typing import Optional, Tuple
 
+from hvd_dqn.agent import registry
 from hvd_dqn.logdir import storage
 
 LOSSES = ("huber", "mse")  # the TD losses hvd_dqn.agent.distributed_update.td_loss knows
 NETWORKS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # hvd_dqn.agent.networks.build_q_network
 CONV_PADDINGS = ("valid", "same")  # the Nature CNN's convolutions: Mnih et al.'s, or Flax's (Dopamine)
 OPTIMIZERS = ("adam", "rmsprop", "radam")  # hvd_dqn.agent.optimizers.make_optimizer
-AGENTS = ("dqn", "pqn")  # DQN with replay and a target network; PQN (Gallici et al. 2024), hvd_dqn.agent.pqn
 RANK_SCALINGS = ("batch", "updates")  # how the work of an update is shared when ranks are added
 LR_SCALE_RULES = ("linear", "sqrt")  # --scale_lr_by_workers: the rate times N, or times sqrt(N)
 PIPELINE_MODES = ("auto", "on", "off")
@@ -39,10 +39,12 @@ class ConfigError(ValueError):
 class TrainConfig:
     """Every setting of a training run. Field names equal the flag names in `hvd_dqn.flags`."""
 
-    # The agent: "dqn" (a replay memory and a target network: the settings of the replay and the target below) or
-    # "pqn" (Gallici et al. 2024, arXiv:2407.04811): no replay memory and no target network; every
+    # The agent, by its name in the registry (hvd_dqn.agent.registry): "dqn" (a replay memory and a target
+    # network: the settings of the replay and the target below), "qrdqn" (the same, learning quantiles of the
+    # return) or "pqn" (Gallici et al. 2024, arXiv:2407.04811): no replay memory and no target network; every
     # rollout_steps steps of its envs a rank computes Q(lambda) returns over the rollout it collected and learns
-    # from it for update_epochs passes of num_minibatches minibatches, then collects the next.
+    # from it for update_epochs passes of num_minibatches minibatches, then collects the next. Each agent owns
+    # the settings only it reads (its registry entry); another agent's, changed from its default, is refused.
     agent: str = "dqn"
 
     # Environment.
@@ -83,7 +85,8 @@ class TrainConfig:
     batch_size: int = 64  # transitions per rank per update; the global batch is batch_size * ranks
     prioritized_replay: bool = False  # proportional prioritised replay (Schaul et al. 2016)
     priority_alpha: float = 0.6
-    priority_beta_start: float = 0.4  # importance-sampling exponent, annealed linearly to 1 over training
+    priority_beta_start: float = 0.4  # importance-sampling exponent, annealed linearly to priority_beta_end
+    priority_beta_end: float = 1.0  # ... reached at total_env_steps (Schaul et al. 2016: 1)
     priority_epsilon: float = 1e-6
     n_step: int = 1  # rewards summed before bootstrapping
 
@@ -137,6 +140,10 @@ class TrainConfig:
     pqn_minibatches: str = "shared"
     update_epochs: int = 4  # passes over each rollout
     q_lambda: float = 0.65  # lambda of the Q(lambda) returns: 0 bootstraps every step, 1 only at the rollout's end
+
+    # QR-DQN (agent="qrdqn", Dabney et al. 2017; hvd_dqn.agent.qrdqn, where their help texts and checks are).
+    num_quantiles: int = 200  # quantiles of the return per action (Dopamine's num_atoms)
+    kappa: float = 1.0  # the quantile Huber loss's threshold on the quantile TD error
 
     # Logging, evaluation, checkpoints.
     logdir: str = "runs/cartpole"
@@ -250,16 +257,12 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
         _require(value > 0.0, name, value, "must be a number > 0")
     choices = (("network", NETWORKS), ("conv_padding", CONV_PADDINGS), ("optimizer", OPTIMIZERS),
                ("rank_scaling", RANK_SCALINGS), ("lr_scale_rule", LR_SCALE_RULES), ("loss", LOSSES),
-               ("pipeline", PIPELINE_MODES), ("draw_ahead", DRAW_AHEAD_MODES), ("agent", AGENTS),
+               ("pipeline", PIPELINE_MODES), ("draw_ahead", DRAW_AHEAD_MODES),
                ("pqn_minibatches", PQN_MINIBATCH_MODES))
     for name, allowed in choices:
         value = getattr(config, name)
         _require(value in allowed, name, value, f"must be one of {', '.join(allowed)}")
-    if config.agent == "pqn":  # before DQN's own relations, which would name a setting PQN does not use
-        _check_pqn(config)
-    else:
-        _require(config.pqn_minibatches == "shared", "pqn_minibatches", config.pqn_minibatches,
-                 "a PQN setting (how ranks share its minibatches); DQN's ranks share updates by --rank_scaling")
+    _check_agent(config)  # before the replay memory's relations, which would name a setting an agent does not use
     if config.learning_rate_end is not None:
         _require(config.learning_rate_end >= 0.0, "learning_rate_end", config.learning_rate_end,
                  "must be a number >= 0")
@@ -296,7 +299,9 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     _require(0.0 <= config.priority_alpha <= 1.0, "priority_alpha", config.priority_alpha,
              "must be in [0, 1] (0 is uniform sampling)")
     _require(0.0 <= config.priority_beta_start <= 1.0, "priority_beta_start", config.priority_beta_start,
-             "must be in [0, 1] (it is annealed to 1)")
+             "must be in [0, 1] (it is annealed to --priority_beta_end)")
+    _require(0.0 <= config.priority_beta_end <= 1.0, "priority_beta_end", config.priority_beta_end,
+             "must be in [0, 1] (1: the full importance-sampling correction)")
     _require(config.priority_epsilon > 0.0, "priority_epsilon", config.priority_epsilon, "must be a number > 0")
     _require(not (config.draw_ahead == "on" and config.prioritized_replay), "draw_ahead", config.draw_ahead,
              "prioritised replay draws each minibatch with the priorities the update before it set, so it cannot "
@@ -307,46 +312,22 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     return config
 
 
-# Settings PQN has no use for, and why; one given with --agent=pqn is named rather than silently ignored.
-DQN_ONLY = {
-    "replay_capacity": "the replay memory", "learning_starts": "the replay memory",
-    "batch_size": "the replay memory's minibatches (PQN's are a --num_minibatches-th of each rollout)",
-    "train_frequency": "the replay ratio (PQN learns from each rollout once it is collected)",
-    "prioritized_replay": "the replay memory", "priority_alpha": "prioritised replay",
-    "priority_beta_start": "prioritised replay", "priority_epsilon": "prioritised replay",
-    "n_step": "the replay memory's n-step returns (PQN's returns are Q(lambda), --q_lambda)",
-    "target_update_period": "the target network", "target_update_tau": "the target network",
-    "double_dqn": "the target network", "apex_exploration": "Ape-X's per-env epsilons",
-    "rank_scaling": "how ranks share DQN's updates (PQN's ranks share minibatches by --pqn_minibatches)",
-}
-
-
-def _check_pqn(config: TrainConfig) -> None:
-    """--agent=pqn: every setting that only DQN reads is at its default, and acting runs in order."""
+def _check_agent(config: TrainConfig) -> None:
+    """The agent is registered; no setting that only other agents read is changed from its default (the
+    entries' ownership, `registry.settings_problem`); the agent's own checks pass."""
+    try:
+        registry.entry(config.agent)
+    except registry.UnknownAgent as error:
+        raise ConfigError(str(error)) from None
     defaults = TrainConfig()
-    for name, what in DQN_ONLY.items():
-        value = getattr(config, name)
-        if value != getattr(defaults, name):
-            raise ConfigError(f"--{name}={_flag_text(value)}: a DQN setting ({what}); --agent=pqn learns from "
-                              "each rollout without a replay memory or target network. Leave it out, or use "
-                              "--agent=dqn")
-    _require(config.pipeline != "on", "pipeline", config.pipeline,
-             "with --agent=pqn acting runs in order (each rollout is collected with the weights it is learned "
-             "from); leave it at auto")
-    _require(config.draw_ahead != "on", "draw_ahead", config.draw_ahead,
-             "a DQN setting (minibatches drawn from the replay memory); --agent=pqn learns from each rollout. "
-             "Leave it at auto")
-    # whole minibatches of one rank's size at a fixed job size: with each rank's counts its own, a rank's
-    # minibatches are already whole (and an elastic world's N changes while the split is in use)
-    _require(not (config.pqn_minibatches == "whole" and (config.counts_per_rank or config.elastic)),
-             "pqn_minibatches", config.pqn_minibatches,
-             "splits the job's rollout into whole minibatches per rank at a fixed number of ranks; with "
-             "--counts_per_rank or --elastic each rank already makes --num_minibatches whole minibatches of its "
-             "own rollout. Leave it at shared")
-
-
-def _flag_text(value) -> str:
-    return str(value).lower() if isinstance(value, bool) else str(value)
+    changed = {field.name: getattr(config, field.name) for field in dataclasses.fields(TrainConfig)
+               if getattr(config, field.name) != getattr(defaults, field.name)}
+    problem = registry.settings_problem(config.agent, changed)
+    if problem:
+        raise ConfigError(problem)
+    own_checks = registry.checks(config.agent)
+    if own_checks is not None:
+        own_checks(config)
 
 
 def _check_env_id(env_id: str) -> None:

@@ -59,6 +59,8 @@ _HELP = {
     "priority_alpha": "Prioritised replay: how strongly priorities skew sampling (0 uniform, 1 fully; Schaul: 0.6).",
     "priority_beta_start": "Prioritised replay: importance-sampling exponent at the start, annealed linearly to 1 "
                            "at --total_env_steps (Schaul: 0.4).",
+    "priority_beta_end": "Prioritised replay: the importance-sampling exponent reached at --total_env_steps (Schaul: "
+                         "1; equal to --priority_beta_start for a fixed exponent).",
     "priority_epsilon": "Prioritised replay: added to |TD error| so every transition can be drawn.",
     "n_step": "Env steps of rewards summed before bootstrapping (n-step returns; Rainbow uses 3); the sum "
               "stops at episode ends and learning terminals.",
@@ -73,10 +75,6 @@ _HELP = {
                   "the target network values it.",
     "layer_norm": "LayerNorm (Ba et al. 2016) after every hidden layer, before its ReLU: what keeps PQN's "
                   "bootstrapped targets stable without a target network (Gallici et al. 2024).",
-    "agent": "dqn: DQN with a replay memory and a target network. pqn: parallelised Q-learning (Gallici et al. "
-             "2024): no replay memory, no target network; each rank collects --rollout_steps steps of its envs, "
-             "computes Q(lambda) returns (--q_lambda) and learns from that rollout for --update_epochs passes of "
-             "--num_minibatches minibatches (use it with --layer_norm). The replay and target settings are DQN's.",
     "rollout_steps": "PQN: steps of every env in each rollout; the job's rollout is this times --num_envs.",
     "num_minibatches": "PQN: minibatches per pass over a rollout, each a --num_minibatches-th of the job's rollout, "
                        "split evenly over the ranks.",
@@ -234,13 +232,35 @@ def short_help(flag_values: flags.FlagValues = flags.FLAGS, width: int = 100) ->
     return "\n".join(lines)
 
 
+def agent_help() -> str:
+    """--agent's help: every registered agent with its line, and the rule that settles whose settings are whose."""
+    from hvd_dqn.agent import registry
+
+    agents = " ".join(f"{entry.name}: {entry.summary}" for entry in registry.entries())
+    return (f"The algorithm. {agents} A setting that only other agents read is refused unless it keeps its "
+            "default.")
+
+
+def flag_help(name: str) -> str:
+    """The help of flag `name`: this module's, --agent's from the registry, or the one an agent gives for a
+    setting of its own."""
+    from hvd_dqn.agent import registry
+
+    if name == "agent":
+        return agent_help()
+    text = _HELP.get(name) or registry.setting_help(name)
+    if text is None:  # every setting has a help text: a new one without is a mistake to catch at once
+        raise KeyError(f"no help text for the setting {name}: add it to hvd_dqn.flags._HELP or its agent's entry")
+    return text
+
+
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
     """Defines one absl flag per TrainConfig field in `flag_values`. Safe to call more than once."""
     for field in dataclasses.fields(TrainConfig):
         if field.name in flag_values:
             continue
         default = getattr(_DEFAULTS, field.name)
-        help_text = _HELP[field.name]
+        help_text = flag_help(field.name)
         if isinstance(default, bool):
             flags.DEFINE_bool(field.name, default, help_text, flag_values=flag_values)
         elif isinstance(default, int):

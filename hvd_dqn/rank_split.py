@@ -12,6 +12,7 @@ import dataclasses
 import math
 from typing import Optional
 
+from hvd_dqn.agent.factory import learns_from_replay
 from hvd_dqn.config import ConfigError, TrainConfig
 
 
@@ -20,7 +21,7 @@ def scales_lr(config: TrainConfig) -> bool:
     whose global batch grows with the ranks; under updates the global batch is --batch_size at any N, and so is
     PQN's minibatch (a --num_minibatches-th of the job's rollout) unless --pqn_minibatches=whole, whose update
     averages N whole minibatches."""
-    if config.agent == "pqn":
+    if not learns_from_replay(config):  # PQN
         return config.scale_lr_by_workers and config.pqn_minibatches == "whole"
     return config.scale_lr_by_workers and config.rank_scaling == "batch"
 
@@ -30,7 +31,7 @@ def scales_schedules(config: TrainConfig) -> bool:
     to --rank_scaling=batch only (updates makes one rank's updates per env step at any N) and not under
     --elastic (whose N changes while a schedule runs). PQN's are divided under --pqn_minibatches=whole, whose
     N ranks make N times fewer updates per rollout."""
-    if config.agent == "pqn":  # whole minibatches make N times fewer updates per rollout, as batch does
+    if not learns_from_replay(config):  # PQN: whole minibatches make N times fewer updates per rollout, as batch does
         return config.scale_schedules_by_workers and config.pqn_minibatches == "whole"
     return config.scale_schedules_by_workers and config.rank_scaling == "batch" and not config.elastic
 
@@ -110,7 +111,7 @@ def unscaled_schedules_warning(config: TrainConfig, world_size: int) -> Optional
     """The start-up warning for DQN under --rank_scaling=batch at N > 1 fixed ranks without
     --scale_schedules_by_workers, whose schedules counted in updates then span N times the env steps; None
     otherwise. Legitimate, but the worst rule the scaling study measured (docs/scaling.md)."""
-    if (config.agent != "dqn" or config.rank_scaling != "batch" or world_size == 1 or config.elastic
+    if (not learns_from_replay(config) or config.rank_scaling != "batch" or world_size == 1 or config.elastic
             or scales_schedules(config)):
         return None
     return (f"--rank_scaling=batch with {world_size} ranks makes {world_size} times fewer updates per env step, so "
@@ -160,7 +161,7 @@ def rank_share(config: TrainConfig, world_size: int):
     job, like --total_env_steps, and are split evenly over the ranks, so that a preset runs the same envs and
     memory at any N: N times as many envs would change the algorithm (each env's episodes would span N times
     as many updates; docs/scaling.md). With --counts_per_rank (or --elastic) each rank has its own."""
-    if config.agent == "pqn":
+    if not learns_from_replay(config):
         return pqn_rank_envs(config, world_size), 0
     envs = rank_envs(config, world_size)
     if counts_are_per_rank(config):
@@ -234,7 +235,7 @@ def rank_learning_starts(config: TrainConfig, world_size: int) -> int:
 def env_steps_before_first_update(config: TrainConfig, world_size: int) -> int:
     """The job's env steps before its first update at `world_size` ranks: every rank holds its --learning_starts
     transitions (all ranks filling alike), or with --agent=pqn every rank's first rollout is full."""
-    if config.agent == "pqn":
+    if not learns_from_replay(config):
         return config.rollout_steps * pqn_rank_envs(config, world_size) * world_size
     return rank_learning_starts(config, world_size) * world_size
 
@@ -243,9 +244,9 @@ def check_world(config: TrainConfig, world_size: int) -> None:
     """Raises ConfigError if the job's envs, replay memory or (under --rank_scaling=updates) batch do not split
     over `world_size` ranks; for the trainer and for the commands that start runs at several sizes."""
     rank_share(config, world_size)
-    if config.agent == "pqn":
+    if not learns_from_replay(config):
         pqn_minibatch_size(config, world_size)
-    if config.agent == "dqn" and config.rank_scaling == "updates" and config.batch_size % world_size:
+    elif config.rank_scaling == "updates" and config.batch_size % world_size:
         raise ConfigError(f"--rank_scaling=updates: --batch_size={config.batch_size} (the global batch) must "
                           f"split evenly over the {world_size} ranks")
 

@@ -82,7 +82,12 @@ def test_the_factory_builds_the_agent_the_config_names(agent, memory_name):
         built.close()
 
 
-def test_the_config_agent_is_read_only_by_the_factory_the_validation_and_the_rank_split():
-    readers = sorted(str(path.relative_to(REPO)) for path in (REPO / "hvd_dqn").rglob("*.py")
-                     if re.search(r"config\.agent\b", path.read_text()))
-    assert readers == ["hvd_dqn/agent/factory.py", "hvd_dqn/config.py", "hvd_dqn/rank_split.py"]
+def test_the_config_agent_is_read_only_to_look_it_up_in_the_registry():
+    """The factory (building it, what is asked of it), the validation (its settings) and the resume check (the
+    settings that shape its checkpoint) read --agent, each to ask the registry; nothing else reads it."""
+    readers = {str(path.relative_to(REPO)): path.read_text() for path in (REPO / "hvd_dqn").rglob("*.py")
+               if re.search(r"config\.agent\b", path.read_text())}
+    assert sorted(readers) == ["hvd_dqn/agent/factory.py", "hvd_dqn/config.py", "hvd_dqn/run/save_restore.py"]
+    for path, text in readers.items():
+        uses = re.findall(r"[\w.]*\(?[\w.]*config\.agent\b", text)
+        assert uses and all(re.match(r"registry\.\w+\(config\.agent", use) for use in uses), (path, uses)

@@ -91,12 +91,13 @@ def test_no_function_takes_more_than_10_parameters():
 
 
 def test_the_run_machinery_knows_the_agents_only_through_their_interface():
-    """DQN and PQN live whole under agent/dqn/ and agent/pqn/; no module of run/ imports either: the trainer,
-    checkpoints, metrics, stopping and the memory pre-flight ask the agent (agent/interface.py), which the
-    factory (agent/factory.py) builds."""
+    """DQN, QR-DQN and PQN live whole under agent/dqn/, agent/qrdqn/ and agent/pqn/; no module of run/ imports any:
+    the trainer, checkpoints, metrics, stopping and the memory pre-flight ask the agent (agent/interface.py), which
+    the factory (agent/factory.py) builds from its registry entry."""
     graph = import_graph()
-    agents = {name for name in graph if name.startswith(("hvd_dqn.agent.dqn", "hvd_dqn.agent.pqn"))}
-    assert {"hvd_dqn.agent.dqn.agent", "hvd_dqn.agent.pqn.agent"} <= agents
+    agents = {name for name in graph if name.startswith(("hvd_dqn.agent.dqn", "hvd_dqn.agent.pqn",
+                                                          "hvd_dqn.agent.qrdqn"))}
+    assert {"hvd_dqn.agent.dqn.agent", "hvd_dqn.agent.pqn.agent", "hvd_dqn.agent.qrdqn.agent"} <= agents
     reaching = {module: sorted(graph[module] & agents) for module in graph if module.startswith("hvd_dqn.run")}
     assert {module: imported for module, imported in reaching.items() if imported} == {}
     assert "hvd_dqn.agent.factory" in graph["hvd_dqn.run.trainer"]
@@ -121,3 +122,48 @@ def test_every_module_is_named_where_docs_architecture_says_where_things_live():
         if not named:
             unnamed.append(str(path.relative_to(REPO)))
     assert unnamed == []
+
+
+def _names_a_configs_agent(node) -> bool:
+    """`config.agent`, `self.config.agent`, `saved_config.agent`: the --agent setting of a config."""
+    if not (isinstance(node, ast.Attribute) and node.attr == "agent"):
+        return False
+    owner = node.value
+    name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+    return name.endswith("config")
+
+
+def _is_string(node) -> bool:
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_is_string(element) for element in node.elts)
+    return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+
+def agent_name_checks() -> list:
+    """Every place outside agent/ that compares a config's --agent with a name (`config.agent == "pqn"`)."""
+    found = []
+    for path in PACKAGE.rglob("*.py"):
+        if path.is_relative_to(PACKAGE / "agent"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+                if any(map(_names_a_configs_agent, operands)) and any(map(_is_string, operands)):
+                    found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    return found
+
+
+def test_no_code_outside_the_agents_asks_which_agent_runs():
+    """The registry (agent/registry.py) and the agents' own folders alone know the agents by name; the rest asks
+    the agent's entry or class (agent/factory.py) what it needs: a replay memory or a rollout, acting ahead, its
+    network and greedy Q-values, its memory's size."""
+    assert agent_name_checks() == []
+
+
+def test_the_agent_name_check_finds_a_comparison():
+    module = PACKAGE / "run" / "_probe_agent_name_check.py"
+    module.write_text('def f(config):\n    return config.agent == "pqn" or self.config.agent in ("dqn",)\n')
+    try:
+        assert agent_name_checks() == [f"{module.relative_to(REPO)}:2"] * 2
+    finally:
+        module.unlink()

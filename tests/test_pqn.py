@@ -12,7 +12,8 @@ from hvd_dqn.agent.numpy_forward import NumpyForward
 from hvd_dqn.agent.policy import RolloutActor
 from hvd_dqn.agent.networks import build_minatar_q_network, build_mlp_q_network, build_nature_cnn_q_network
 from hvd_dqn.agent.pqn.learner import q_lambda_returns
-from hvd_dqn.config import DQN_ONLY, ConfigError, TrainConfig, validate
+from hvd_dqn.agent.dqn import REPLAY_SETTINGS, TARGET_SETTINGS
+from hvd_dqn.config import ConfigError, TrainConfig, validate
 from hvd_dqn.logdir import checkpoint
 from hvd_dqn.rank_split import check_world, learning_rate_at, pqn_minibatch_size, pqn_updates_per_rollout
 from hvd_dqn.replay.rollout import Rollout
@@ -149,23 +150,27 @@ def test_a_rollout_checkpoints_exactly_and_refuses_another_shape(tmp_path):
         rollout.add(observation, [0, 1], [0.0, 0.0], [1.0, 1.0], observation, [False, False])
 
 
-def test_every_dqn_setting_is_named_in_one_line_with_pqn(tmp_path):
+def test_every_replay_and_target_setting_is_named_in_one_line_with_pqn(tmp_path):
+    """PQN owns neither the replay memory's settings nor the target network's (their owners' registry entries
+    do): each, changed from its default, is named with the agents it belongs to."""
     pqn = TrainConfig(agent="pqn", layer_norm=True, logdir=str(tmp_path))
     validate(pqn)
     defaults = TrainConfig()
-    for name in DQN_ONLY:
+    assert {"replay_capacity", "batch_size", "n_step", "double_dqn", "target_update_period"} <= {
+        *REPLAY_SETTINGS, *TARGET_SETTINGS}
+    for name in {**REPLAY_SETTINGS, **TARGET_SETTINGS}:
         default = getattr(defaults, name)
         other = (not default if isinstance(default, bool) else "updates" if name == "rank_scaling"
                  else default / 2 if isinstance(default, float) else default + 1)
-        with pytest.raises(ConfigError, match=rf"^--{name}=\S+: a DQN setting \(.*\); --agent=pqn learns from each "
-                                              r"rollout without a replay memory or target network"):
+        with pytest.raises(ConfigError, match=rf"^--{name}=\S+: a setting of DQN and QR-DQN \(.*\); --agent=pqn "
+                                              r"learns from each rollout without a replay memory or target network"):
             validate(dataclasses.replace(pqn, **{name: other}))
     result = python_module("hvd_dqn.train", [PRESET, f"--logdir={tmp_path}", "--replay_capacity=1000"], timeout=120,
                            check=False)
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip() == ("hvd_dqn.train: error: --replay_capacity=1000: a DQN setting (the replay "
-                                     "memory); --agent=pqn learns from each rollout without a replay memory or target "
-                                     "network. Leave it out, or use --agent=dqn")
+    assert result.stderr.strip() == ("hvd_dqn.train: error: --replay_capacity=1000: a setting of DQN and QR-DQN (the "
+                                     "replay memory); --agent=pqn learns from each rollout without a replay memory or "
+                                     "target network. Leave it out, or use --agent=dqn")
     for flags, message in ((["--pipeline=on"], "--pipeline=on: with --agent=pqn acting runs in order"),
                            (["--num_minibatches=3"], "--num_minibatches=3: each rank's rollout of 512 transitions "
                                                      "(--rollout_steps=128 x 4 envs) must split into that many equal "
@@ -192,7 +197,8 @@ def test_whole_minibatches_make_n_times_fewer_updates_of_one_ranks_size():
                                           r"pass must split evenly over the 8 ranks"):
         check_world(dataclasses.replace(whole, num_envs=8), 8)
     for other, message in (({"agent": "dqn", "layer_norm": False, "learning_rate_end": None, "lr_decay_updates": 0},
-                            r"^--pqn_minibatches=whole: a PQN setting"),
+                            r"^--pqn_minibatches=whole: a setting of PQN \(how its ranks share its minibatches\); "
+                            r"--agent=dqn learns one Q-value per action"),
                            ({"counts_per_rank": True}, r"^--pqn_minibatches=whole: splits the job's rollout"),
                            ({"pqn_minibatches": "halves"}, r"^--pqn_minibatches=halves: must be one of shared, whole")):
         with pytest.raises(ConfigError, match=message):

@@ -2,6 +2,7 @@
 the memory it learns from, and how a step of the envs is stored there."""
 from __future__ import annotations
 
+import functools
 from typing import Dict
 
 import numpy as np
@@ -27,6 +28,11 @@ class AgentBase:
     @property
     def online(self):
         return self.learner.online
+
+    @functools.cached_property
+    def q_network(self):
+        """The online network's Q-values per action (the class's `q_values`), built once."""
+        return self.q_values(self.learner.online)
 
     @property
     def optimizer(self):

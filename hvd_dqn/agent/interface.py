@@ -2,10 +2,12 @@
 
 The trainer (`hvd_dqn.run.trainer`) steps a rank's envs, hands each step to its agent, asks it to learn, and
 checkpoints, broadcasts and rolls back what the agent names; it never asks which algorithm it runs. An agent
-(`hvd_dqn.agent.dqn.agent.DQNAgent`, `hvd_dqn.agent.pqn.agent.PQNAgent`, built by
-`hvd_dqn.agent.factory.make_agent`) owns everything algorithmic: what it learns from (a replay memory, a
-rollout), when it updates, its targets and networks, and its distributed update
-(`hvd_dqn.agent.distributed_update`).
+(`hvd_dqn.agent.dqn.agent.DQNAgent`, `hvd_dqn.agent.qrdqn.agent.QRDQNAgent`, `hvd_dqn.agent.pqn.agent.PQNAgent`,
+each registered in `hvd_dqn.agent.registry` and built by `hvd_dqn.agent.factory.make_agent`) owns everything
+algorithmic: what it learns from (a replay memory, a rollout), when it updates, its targets and networks, its
+greedy policy, and its distributed update (`hvd_dqn.agent.distributed_update`). Its class (`AgentClass`) answers
+what is asked before an agent exists: its network for a checkpoint to load into, the Q-values it acts greedily on,
+and its memory's size for the pre-flight.
 """
 from __future__ import annotations
 
@@ -25,11 +27,50 @@ class Experience:
     step_result: tuple
 
 
+@dataclasses.dataclass(frozen=True)
+class MemorySetting:
+    """How the memory pre-flight names one rank's memory: the flag that sizes it (`--name=value`), the memory in
+    the singular and the plural, and the changes that shrink it, best first."""
+    flag: str
+    name: str
+    plural: str
+    remedies: List[str]
+
+
+class AgentClass(Protocol):
+    """What an agent's class (its registry entry's `implementation`) answers before any agent is built."""
+
+    @classmethod
+    def build(cls, config, spec, num_envs: int, replay_capacity: int, world_size: int,
+              sample_rng: np.random.Generator, rank_metrics) -> "Agent":
+        """One rank's agent for `num_envs` envs of `spec` (`hvd_dqn.envs.EnvSpec`); `replay_capacity` is the
+        rank's share of the replay memory (0 for an agent without one)."""
+
+    @staticmethod
+    def network(config, spec, name: str):
+        """A new Keras network of the kind the learner trains (a checkpoint's "online" loads into it)."""
+
+    @staticmethod
+    def q_values(network):
+        """A Keras model sharing `network`'s weights that maps observations to one Q-value per action (B,
+        actions): what greedy acting, evaluation and export use."""
+
+    @staticmethod
+    def memory_bytes(config, spec, num_envs: int, capacity: int) -> int:
+        """Bytes one rank's memory of `num_envs` envs (a replay memory of `capacity` transitions) will hold."""
+
+    @staticmethod
+    def memory_setting(config, ranks_on_host: int) -> MemorySetting:
+        """The rank's memory as the pre-flight names it on a host of `ranks_on_host` ranks."""
+
+
 class Agent(Protocol):
     """One rank's agent. Collective calls are marked: every rank makes them at the same point of the loop."""
 
-    # The network the learner trains; evaluation acts with it, and so does acting in order.
+    # The network the learner trains; acting in order reads it.
     online: object
+    # The online network's Q-values per action (the class's `q_values(online)`): evaluation acts greedily on it.
+    q_network: object
     # The optimizer (a Horovod DistributedOptimizer, or a LossScaleOptimizer with --mixed_precision).
     optimizer: object
     # What this rank learns from: its replay memory or its rollout. With --checkpoint_replay it is saved as the

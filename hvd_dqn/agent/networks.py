@@ -8,13 +8,38 @@ With `layer_norm` every hidden layer is linear, then LayerNorm (Ba et al. 2016) 
 what PQN (Gallici et al. 2024, arXiv:2407.04811) relies on, in place of a target network, to keep Q-learning
 stable. Its reference code (mttga/purejaxql) normalises each layer's last axis, the channels of a convolution;
 so do these networks. Without it the networks are exactly those of the papers each builder cites.
+
+A `Head` with atoms gives each action a vector of that many outputs instead of one Q-value, (B, actions, atoms):
+the quantiles of the return of QR-DQN (Dabney et al. 2017), built on the same torsos.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
+
+
+# Dopamine's QuantileNetwork (google/dopamine, dopamine/jax/networks.py) initialises every kernel from a uniform
+# distribution of variance scale 1/sqrt(3) over the fan-in (flax's variance_scaling, which Keras' VarianceScaling
+# defines alike); Keras' and Dopamine's DQN networks use Glorot's uniform.
+INITIALIZERS = {
+    "glorot_uniform": lambda: "glorot_uniform",
+    "dopamine_fan_in": lambda: tf.keras.initializers.VarianceScaling(1.0 / np.sqrt(3.0), "fan_in", "uniform"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Head:
+    """What the network outputs per action: one Q-value (atoms 0), or `atoms` values (B, actions, atoms); and
+    the initialiser of every kernel (a name in INITIALIZERS; each layer gets an initialiser of its own, since
+    an unseeded Keras initialiser called twice repeats its values)."""
+    atoms: int = 0
+    initializer: str = "glorot_uniform"
+
+    def kernel_initializer(self):
+        return INITIALIZERS[self.initializer]()
 
 
 def hidden_layer(layer, inputs, name: str, layer_norm: bool):
@@ -26,45 +51,62 @@ def hidden_layer(layer, inputs, name: str, layer_norm: bool):
     return tf.keras.layers.Activation("relu", name=f"{name}_relu")(normalised)
 
 
-def dense(width: int, name: str, layer_norm: bool):
-    return tf.keras.layers.Dense(width, activation=None if layer_norm else "relu", name=name)
+def dense(width: int, name: str, layer_norm: bool, head: Head = Head()):
+    return tf.keras.layers.Dense(width, activation=None if layer_norm else "relu", name=name,
+                                 kernel_initializer=head.kernel_initializer())
 
 
-def q_head(features, num_actions: int, dueling: bool, stream_width: int = 0, layer_norm: bool = False):
-    """Q-values (B, actions) from shared features: one linear layer, or dueling value and advantage streams,
-    each with a ReLU layer of `stream_width` units first when it is > 0 (the Nature CNN's 512). The outputs
-    are float32 even under --mixed_precision's float16 policy (Keras' advice: a float16 output loses the
-    small differences between Q-values that decide the greedy action)."""
+def output_layer(units: int, name: str, head: Head, per_action: int):
+    """A linear float32 layer of `units` outputs; with atoms, reshaped to (per_action, atoms)."""
+    layer = tf.keras.layers.Dense(units * max(head.atoms, 1), name=name, dtype="float32",
+                                  kernel_initializer=head.kernel_initializer())
+    if not head.atoms:
+        return layer
+    reshape = tf.keras.layers.Reshape((per_action, head.atoms), name=f"{name}_atoms", dtype="float32")
+    return lambda features: reshape(layer(features))
+
+
+def q_head(features, num_actions: int, dueling: bool, stream_width: int = 0, layer_norm: bool = False,
+           head: Head = Head()):
+    """Q-values (B, actions) from shared features, or with atoms (B, actions, atoms): one linear layer, or
+    dueling value and advantage streams, each with a ReLU layer of `stream_width` units first when it is > 0
+    (the Nature CNN's 512). The outputs are float32 even under --mixed_precision's float16 policy (Keras' advice:
+    a float16 output loses the small differences between Q-values that decide the greedy action)."""
+    name = "quantiles" if head.atoms else "q_values"
     if not dueling:
         if stream_width:
-            features = hidden_layer(dense(stream_width, "hidden", layer_norm), features, "hidden", layer_norm)
-        return tf.keras.layers.Dense(num_actions, name="q_values", dtype="float32")(features)
+            features = hidden_layer(dense(stream_width, "hidden", layer_norm, head), features, "hidden", layer_norm)
+        return output_layer(num_actions, name, head, num_actions)(features)
     value, advantage = features, features
     if stream_width:
-        value = hidden_layer(dense(stream_width, "value_hidden", layer_norm), value, "value_hidden", layer_norm)
-        advantage = hidden_layer(dense(stream_width, "advantage_hidden", layer_norm), advantage, "advantage_hidden",
-                                 layer_norm)
-    value = tf.keras.layers.Dense(1, name="value", dtype="float32")(value)
-    advantage = tf.keras.layers.Dense(num_actions, name="advantage", dtype="float32")(advantage)
+        value = hidden_layer(dense(stream_width, "value_hidden", layer_norm, head), value, "value_hidden",
+                             layer_norm)
+        advantage = hidden_layer(dense(stream_width, "advantage_hidden", layer_norm, head), advantage,
+                                 "advantage_hidden", layer_norm)
+    value = output_layer(1, "value", head, 1)(value)
+    advantage = output_layer(num_actions, "advantage", head, num_actions)(advantage)
+    actions_axis = 1  # (B, actions) or (B, actions, atoms): the mean advantage is over the actions
     return tf.keras.layers.Lambda(
-        lambda streams: streams[0] + streams[1] - tf.reduce_mean(streams[1], axis=-1, keepdims=True),
-        name="q_values", dtype="float32")([value, advantage])
+        lambda streams: streams[0] + streams[1] - tf.reduce_mean(streams[1], axis=actions_axis, keepdims=True),
+        name=name, dtype="float32")([value, advantage])
 
 
 def build_mlp_q_network(observation_shape: Tuple[int, ...], num_actions: int, hidden_sizes: Sequence[int],
-                        name: str = "q_network", dueling: bool = False, layer_norm: bool = False) -> tf.keras.Model:
+                        name: str = "q_network", dueling: bool = False, layer_norm: bool = False,
+                        head: Head = Head()) -> tf.keras.Model:
     """A fully connected Q-network for vector observations: ReLU hidden layers shared by the linear output
     (or, dueling, by linear value and advantage layers), Q-values (B, actions)."""
     observation = tf.keras.Input(shape=observation_shape, dtype=tf.float32, name="observation")
     hidden = tf.keras.layers.Flatten()(observation)
     for index, width in enumerate(hidden_sizes):
-        hidden = hidden_layer(dense(width, f"hidden_{index}", layer_norm), hidden, f"hidden_{index}", layer_norm)
-    return tf.keras.Model(observation, q_head(hidden, num_actions, dueling), name=name)
+        hidden = hidden_layer(dense(width, f"hidden_{index}", layer_norm, head), hidden, f"hidden_{index}",
+                              layer_norm)
+    return tf.keras.Model(observation, q_head(hidden, num_actions, dueling, head=head), name=name)
 
 
 def build_nature_cnn_q_network(observation_shape: Tuple[int, ...], num_actions: int,
                                name: str = "q_network", dueling: bool = False, padding: str = "valid",
-                               layer_norm: bool = False) -> tf.keras.Model:
+                               layer_norm: bool = False, head: Head = Head()) -> tf.keras.Model:
     """The Q-network of Mnih et al. (2015): 3 convolutions and 2 dense layers over stacked frames; dueling,
     the 512-unit layer and the output are doubled into value and advantage streams, as Wang et al. (2016).
 
@@ -80,15 +122,16 @@ def build_nature_cnn_q_network(observation_shape: Tuple[int, ...], num_actions: 
     hidden = tf.keras.layers.Permute((2, 3, 1), name="channels_last")(hidden)
     for index, (filters, size, stride) in enumerate([(32, 8, 4), (64, 4, 2), (64, 3, 1)]):
         convolution = tf.keras.layers.Conv2D(filters, size, strides=stride, padding=padding,
-                                             activation=None if layer_norm else "relu", name=f"conv_{index}")
+                                             activation=None if layer_norm else "relu", name=f"conv_{index}",
+                                             kernel_initializer=head.kernel_initializer())
         hidden = hidden_layer(convolution, hidden, f"conv_{index}", layer_norm)
     hidden = tf.keras.layers.Flatten()(hidden)
-    return tf.keras.Model(frames, q_head(hidden, num_actions, dueling, stream_width=512, layer_norm=layer_norm),
-                          name=name)
+    return tf.keras.Model(frames, q_head(hidden, num_actions, dueling, stream_width=512, layer_norm=layer_norm,
+                                         head=head), name=name)
 
 
 def build_minatar_q_network(observation_shape: Tuple[int, ...], num_actions: int, name: str = "q_network",
-                            dueling: bool = False, layer_norm: bool = False) -> tf.keras.Model:
+                            dueling: bool = False, layer_norm: bool = False, head: Head = Head()) -> tf.keras.Model:
     """The Q-network of MinAtar's DQN (Young & Tian 2019; kenjyoung/MinAtar, examples/dqn.py): one 3x3
     convolution with 16 filters at stride 1 without padding (10x10 -> 8x8), a 128-unit ReLU layer and a linear
     output; dueling, the 128-unit layer is doubled into value and advantage streams.
@@ -98,10 +141,10 @@ def build_minatar_q_network(observation_shape: Tuple[int, ...], num_actions: int
     grid = tf.keras.Input(shape=observation_shape, dtype=tf.bool, name="grid")
     hidden = tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32), name="to_float")(grid)
     convolution = tf.keras.layers.Conv2D(16, 3, strides=1, padding="valid", activation=None if layer_norm else "relu",
-                                         name="conv")
+                                         name="conv", kernel_initializer=head.kernel_initializer())
     hidden = tf.keras.layers.Flatten()(hidden_layer(convolution, hidden, "conv", layer_norm))
-    return tf.keras.Model(grid, q_head(hidden, num_actions, dueling, stream_width=128, layer_norm=layer_norm),
-                          name=name)
+    return tf.keras.Model(grid, q_head(hidden, num_actions, dueling, stream_width=128, layer_norm=layer_norm,
+                                       head=head), name=name)
 
 
 def is_image_observation(observation_shape: Tuple[int, ...], observation_dtype) -> bool:
@@ -116,22 +159,24 @@ def is_grid_observation(observation_shape: Tuple[int, ...], observation_dtype) -
 
 def build_q_network(observation_shape: Tuple[int, ...], observation_dtype, num_actions: int,
                     hidden_sizes: Sequence[int], name: str = "q_network", dueling: bool = False,
-                    network: str = "auto", conv_padding: str = "valid", layer_norm: bool = False) -> tf.keras.Model:
+                    network: str = "auto", conv_padding: str = "valid", layer_norm: bool = False,
+                    head: Head = Head()) -> tf.keras.Model:
     """The Q-network `network` names; "auto": the Nature CNN for stacked frames, MinAtar's CNN for bool grids,
-    the MLP (`hidden_sizes`) for vector observations."""
+    the MLP (`hidden_sizes`) for vector observations. `head`: one Q-value per action, or atoms of them."""
     if network == "auto":
         network = ("nature_cnn" if is_image_observation(observation_shape, observation_dtype) else
                    "minatar_cnn" if is_grid_observation(observation_shape, observation_dtype) else "mlp")
     if network == "nature_cnn":
-        return build_nature_cnn_q_network(observation_shape, num_actions, name, dueling, conv_padding, layer_norm)
+        return build_nature_cnn_q_network(observation_shape, num_actions, name, dueling, conv_padding, layer_norm,
+                                          head)
     if network == "minatar_cnn":
-        return build_minatar_q_network(observation_shape, num_actions, name, dueling, layer_norm)
+        return build_minatar_q_network(observation_shape, num_actions, name, dueling, layer_norm, head)
     if network == "mlp":
-        return build_mlp_q_network(observation_shape, num_actions, hidden_sizes, name, dueling, layer_norm)
+        return build_mlp_q_network(observation_shape, num_actions, hidden_sizes, name, dueling, layer_norm, head)
     raise ValueError(f"unknown network {network!r}")
 
 
-def q_network_for(config, spec, name: str) -> tf.keras.Model:
-    """The Q-network a TrainConfig describes, for an env of `spec` (hvd_dqn.envs.EnvSpec)."""
+def q_network_for(config, spec, name: str, head: Head = Head()) -> tf.keras.Model:
+    """The Q-network a TrainConfig describes, for an env of `spec` (hvd_dqn.envs.EnvSpec), with `head`'s outputs."""
     return build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions, config.hidden_sizes,
-                           name, config.dueling, config.network, config.conv_padding, config.layer_norm)
+                           name, config.dueling, config.network, config.conv_padding, config.layer_norm, head)

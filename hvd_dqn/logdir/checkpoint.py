@@ -156,25 +156,26 @@ def _fetch_remote(logdir: Optional[str], explicit: Optional[str]) -> str:
 
 
 def load_online_network(path: str, num_envs: int = 1, config=None):
-    """(config, vector env of `num_envs` envs, online Q-network) of checkpoint folder `path`: the network rebuilt
-    from the config stored beside it (or `config`, already read from it), with the checkpoint's online weights.
-    Only what acting needs is read; the optimizer and target network in the file are skipped. Weights that do
-    not read back raise _Damaged (the env is closed then). The caller closes the env."""
+    """(config, vector env of `num_envs` envs, online Q-network) of checkpoint folder `path`: the agent's network
+    rebuilt from the config stored beside it (or `config`, already read from it), with the checkpoint's online
+    weights, as the agent's Q-values per action (its greedy policy's). Only what acting needs is read; the
+    optimizer and target network in the file are skipped. Weights that do not read back raise _Damaged (the env
+    is closed then). The caller closes the env."""
     import tensorflow as tf
 
-    from hvd_dqn.agent.networks import q_network_for
+    from hvd_dqn.agent.factory import greedy_network, online_network
     from hvd_dqn.config import TrainConfig
     from hvd_dqn.envs import make_env_for, spec_of
 
     config = config or TrainConfig.from_json(read_config_json(path))
     env = make_env_for(config, num_envs)
-    online = q_network_for(config, spec_of(env), "online")
+    online = online_network(config, spec_of(env))
     try:
         tf.train.Checkpoint(online=online).read(os.path.join(path, "state")).expect_partial()
     except Exception as error:  # TensorFlow reports damaged files with several error types
         env.close()
         raise _Damaged(_first_line(error)) from None
-    return config, env, online
+    return config, env, greedy_network(config, online)
 
 
 def load_named_checkpoint(logdir: Optional[str], explicit: Optional[str], num_envs: int = 1):

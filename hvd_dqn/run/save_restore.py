@@ -26,12 +26,12 @@ from hvd_dqn.agent.interface import Agent
 from hvd_dqn.run.progress import Counters
 
 # Settings that decide the shapes of what a checkpoint holds, and rank_scaling and counts_per_rank, which decide
-# what each rank's envs, replay memory and update share are; a resumed run must agree on them. A run begun
-# while "updates" was the default (before version 0.1.3) is resumed with --rank_scaling=updates; one begun under
-# "batch" before counts_per_rank existed, with --counts_per_rank (TrainConfig.from_json reads it so).
-_CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space", "dueling", "mixed_precision",
-                                "network", "conv_padding", "optimizer", "rank_scaling", "counts_per_rank", "agent",
-                                "layer_norm", "rollout_steps")
+# what each rank's envs, replay memory and update share are; a resumed run must agree on them, and on those its
+# agent's registry entry names (`shapes_checkpoint`). A run begun while "updates" was the default (before version
+# 0.1.3) is resumed with --rank_scaling=updates; one begun under "batch" before counts_per_rank existed, with
+# --counts_per_rank (TrainConfig.from_json reads it so).
+_CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space", "mixed_precision", "network",
+                                "conv_padding", "optimizer", "rank_scaling", "counts_per_rank", "agent")
 
 
 # The local logdirs this process holds the lock of (`Checkpointing._lock_logdir`), by real path.
@@ -318,8 +318,11 @@ class Checkpointing:
 
 def incompatibility(config: TrainConfig, saved: TrainConfig):
     """Why `saved`'s checkpoint cannot be resumed by `config`, or None if it can."""
+    from hvd_dqn.agent import registry
+
+    shaping = _CHECKPOINT_SHAPING_SETTINGS + registry.entry(config.agent).shapes_checkpoint
     differences = [f"--{name}={getattr(saved, name)!r} (this run: {getattr(config, name)!r})"
-                   for name in _CHECKPOINT_SHAPING_SETTINGS if getattr(saved, name) != getattr(config, name)]
+                   for name in shaping if getattr(saved, name) != getattr(config, name)]
     if differences:
         return "was written with " + ", ".join(differences) + "; use another --logdir or the same settings"
     return None

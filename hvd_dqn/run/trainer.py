@@ -75,7 +75,7 @@ class Trainer:
         self.acting = Acting(env, self.agent.make_actor(self.rng, own_network=self.use_pipeline),
                              LinearSchedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_env_steps,
                                             config.epsilon_decay_start_env_steps))
-        self.evaluation_actor = EpsilonGreedyActor(self.agent.online, spec.num_actions, self.rng)  # the learner's
+        self.evaluation_actor = EpsilonGreedyActor(self.agent.q_network, spec.num_actions, self.rng)  # the learner's
         self.eval_env = None
         self.join_world()
 

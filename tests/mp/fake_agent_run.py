@@ -42,6 +42,7 @@ class FakeAgent:
         self.spec, self.num_envs, self.sample_rng = spec, num_envs, sample_rng
         self.online = tf.keras.Sequential([tf.keras.Input(spec.observation_shape), tf.keras.layers.Dense(
             spec.num_actions, kernel_initializer="zeros", name="q")])
+        self.q_network = self.online  # one Q-value per action already
         self.optimizer = None
         self.memory = FakeMemory()
         self.updates_made = tf.Variable(0, dtype=tf.int64, name="updates_made")

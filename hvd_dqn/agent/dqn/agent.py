@@ -19,8 +19,9 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from hvd_dqn.agent.dqn.learner import DQNLearner
 from hvd_dqn.agent.base import AgentBase
+from hvd_dqn.agent.dqn.learner import DQNLearner
+from hvd_dqn.agent.interface import MemorySetting
 from hvd_dqn.agent.networks import is_image_observation, q_network_for
 from hvd_dqn.agent.optimizers import rescale_learning_rate
 from hvd_dqn.agent.policy import EpsilonGreedyActor
@@ -50,6 +51,7 @@ class DQNAgent(AgentBase):
 
     memory_name = "replay memory"
     iterations_per_cycle = 1
+    learner_class = DQNLearner  # the update; an agent of the DQN family changes its targets and loss there
 
     def __init__(self, config: TrainConfig, learner: DQNLearner, memory, spec, num_envs: int, world_size: int,
                  sample_rng: np.random.Generator, rank_metrics):
@@ -64,7 +66,7 @@ class DQNAgent(AgentBase):
         self.world_size = 1  # set by `join_world`
         self.memory_ready = False  # whether every rank's memory holds its share of --learning_starts
         # Prioritised replay's importance-sampling exponent, annealed to 1 by the end (Schaul et al. 2016).
-        self.priority_beta = LinearSchedule(config.priority_beta_start, 1.0, config.total_env_steps)
+        self.priority_beta = LinearSchedule(config.priority_beta_start, config.priority_beta_end, config.total_env_steps)
         self.sampler = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="minibatches")
         # --draw_ahead: the next minibatch, being drawn on the sampler thread; the sampling stream's state before
         # that draw, which a checkpoint keeps so that a resumed run draws the same minibatch again.
@@ -78,8 +80,8 @@ class DQNAgent(AgentBase):
               sample_rng: np.random.Generator, rank_metrics) -> "DQNAgent":
         """A rank's DQN for envs of `spec`: `num_envs` and `replay_capacity` are the rank's share."""
         # Built in this order (online, target, optimizer, memory) so that a seed gives the same initial weights.
-        online = q_network_for(config, spec, "online")
-        learner = DQNLearner.from_config(config, online, q_network_for(config, spec, "target"), world_size)
+        online = cls.network(config, spec, "online")
+        learner = cls.learner_class.from_config(config, online, cls.network(config, spec, "target"), world_size)
         memory = make_replay_memory(config, spec, num_envs, replay_capacity)
         agent = cls(config, learner, memory, spec, num_envs, world_size, sample_rng, rank_metrics)
         import tensorflow as tf
@@ -87,11 +89,32 @@ class DQNAgent(AgentBase):
         agent.draws_ahead = draws_ahead(config, bool(tf.config.list_logical_devices("GPU")))
         return agent
 
+    # --- what the class answers (hvd_dqn.agent.interface.AgentClass) ---------------------------------------------
+    @staticmethod
+    def network(config: TrainConfig, spec, name: str):
+        return q_network_for(config, spec, name)
+
+    @staticmethod
+    def q_values(network):
+        return network  # one Q-value per action already
+
+    @staticmethod
+    def memory_bytes(config: TrainConfig, spec, num_envs: int, capacity: int) -> int:
+        return replay_memory_bytes(config, spec, num_envs, capacity)
+
+    @staticmethod
+    def memory_setting(config: TrainConfig, ranks_on_host: int) -> MemorySetting:
+        remedies = ["fewer ranks per host"] if ranks_on_host > 1 else []
+        if config.counts_per_rank and ranks_on_host > 1:
+            remedies.append("--nocounts_per_rank (which splits --replay_capacity over the ranks)")
+        remedies.append("a smaller --replay_capacity")
+        return MemorySetting(f"--replay_capacity={config.replay_capacity}", "replay", "the replay memories", remedies)
+
     # --- acting -----------------------------------------------------------------------------------------------
     def make_actor(self, rng: np.random.Generator, own_network: bool) -> EpsilonGreedyActor:
         """Acting in order reads the online network itself; acting ahead (the pipeline) gets a copy of its own."""
-        network = q_network_for(self.config, self.spec, "acting") if own_network else self.online
-        return EpsilonGreedyActor(network, self.spec.num_actions, rng)
+        network = self.network(self.config, self.spec, "acting") if own_network else self.online
+        return EpsilonGreedyActor(self.q_values(network), self.spec.num_actions, rng)
 
     def iterations_per_update(self, num_envs: int) -> float:
         return self.config.train_frequency / (num_envs * self.ranks_sharing_an_update)

@@ -15,6 +15,7 @@ from typing import Dict, Optional
 import numpy as np
 
 from hvd_dqn.agent.base import AgentBase
+from hvd_dqn.agent.interface import MemorySetting
 from hvd_dqn.agent.networks import q_network_for
 from hvd_dqn.agent.policy import RolloutActor
 from hvd_dqn.agent.pqn.learner import PQNLearner, q_lambda_returns
@@ -40,12 +41,30 @@ class PQNAgent(AgentBase):
         self.actor: Optional[RolloutActor] = None  # `make_actor`'s
 
     @classmethod
-    def build(cls, config: TrainConfig, spec, num_envs: int, world_size: int, sample_rng: np.random.Generator,
-              rank_metrics) -> "PQNAgent":
-        """A rank's PQN for `num_envs` envs of `spec`."""
-        learner = PQNLearner.from_config(config, q_network_for(config, spec, "online"), world_size)
+    def build(cls, config: TrainConfig, spec, num_envs: int, replay_capacity: int, world_size: int,
+              sample_rng: np.random.Generator, rank_metrics) -> "PQNAgent":
+        """A rank's PQN for `num_envs` envs of `spec` (it keeps no replay memory: `replay_capacity` is unused)."""
+        learner = PQNLearner.from_config(config, cls.network(config, spec, "online"), world_size)
         rollout = Rollout(config.rollout_steps, num_envs, spec.observation_shape, spec.observation_dtype)
         return cls(config, learner, rollout, spec, world_size, sample_rng, rank_metrics)
+
+    # --- what the class answers (hvd_dqn.agent.interface.AgentClass) ---------------------------------------------
+    @staticmethod
+    def network(config: TrainConfig, spec, name: str):
+        return q_network_for(config, spec, name)
+
+    @staticmethod
+    def q_values(network):
+        return network
+
+    @staticmethod
+    def memory_bytes(config: TrainConfig, spec, num_envs: int, capacity: int) -> int:
+        return rollout_bytes(config, spec, num_envs)
+
+    @staticmethod
+    def memory_setting(config: TrainConfig, ranks_on_host: int) -> MemorySetting:
+        return MemorySetting(f"--rollout_steps={config.rollout_steps}", "rollout", "the rollouts",
+                             ["fewer ranks per host", "fewer --num_envs", "fewer --rollout_steps"])
 
     # --- acting -----------------------------------------------------------------------------------------------
     def make_actor(self, rng: np.random.Generator, own_network: bool = False) -> RolloutActor:

@@ -1,0 +1,31 @@
+"""QR-DQN as one rank runs it: DQN's replay memory, schedule and minibatch stream (`hvd_dqn.agent.dqn.agent`), with
+a network of quantiles and the quantile learner (`learner.QuantileLearner`). It acts greedily on the mean of each
+action's quantiles."""
+from __future__ import annotations
+
+import tensorflow as tf
+
+from hvd_dqn.agent.dqn.agent import DQNAgent
+from hvd_dqn.agent.networks import Head, q_network_for
+from hvd_dqn.agent.qrdqn.learner import QuantileLearner
+from hvd_dqn.config import TrainConfig
+
+
+class QRDQNAgent(DQNAgent):
+    """A rank's QR-DQN. Everything but the network and the update is DQN's: replay (uniform or prioritised, n-step),
+    the replay ratio, the target network's copies, acting ahead, drawing ahead, exact resume, --elastic."""
+
+    learner_class = QuantileLearner
+
+    @staticmethod
+    def network(config: TrainConfig, spec, name: str) -> tf.keras.Model:
+        """The Q-network of the config with --num_quantiles outputs per action, (B, actions, N), every kernel
+        initialised as Dopamine's QuantileNetwork does."""
+        return q_network_for(config, spec, name, Head(atoms=config.num_quantiles, initializer="dopamine_fan_in"))
+
+    @staticmethod
+    def q_values(network: tf.keras.Model) -> tf.keras.Model:
+        """Q(s, a), the mean of the action's quantiles, as a model sharing `network`'s weights."""
+        mean = tf.keras.layers.Lambda(lambda quantiles: tf.reduce_mean(quantiles, axis=-1), name="q_values",
+                                      dtype="float32")
+        return tf.keras.Model(network.inputs, mean(network.outputs[0]), name=f"{network.name}_q_values")

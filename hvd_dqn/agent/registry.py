@@ -1,0 +1,152 @@
+"""The agents hvd_dqn trains, by their --agent names: the one place that knows which agents there are.
+
+An agent registers once, as an `AgentEntry`: its name, a line that says what it is, the class that implements it
+(named as "module:Class", so that reading the registry imports no TensorFlow and no agent code), the settings that
+are its own, and what it learns from. Everything else asks the entry or the class, never the name: the trainer
+builds the class's agent, the checks refuse another agent's settings by the entries' ownership, evaluation and
+export act greedily through the class's `q_values`.
+
+The built-in agents (`BUILT_IN`) are found by their packages' `AGENT`; an agent of another package registers with
+`register(entry)` in code that runs before training (a script, a test), or, for the shipped commands, through
+the `hvd_dqn.agents` entry-point group of its installed package (`[project.entry-points."hvd_dqn.agents"]
+myagent = "my_package.my_agent:AGENT"`). docs/architecture.md says how to write one.
+
+This module imports nothing of hvd_dqn: the config's checks read it, and every agent's package names its entry here.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
+
+# The packages whose `AGENT` is a built-in entry, in the order texts list them.
+BUILT_IN = ("hvd_dqn.agent.dqn", "hvd_dqn.agent.qrdqn", "hvd_dqn.agent.pqn")
+ENTRY_POINT_GROUP = "hvd_dqn.agents"
+MEMORIES = ("replay", "rollout")
+
+
+class UnknownAgent(LookupError):
+    """No agent of that name is registered. The message is one line naming the known ones."""
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentEntry:
+    """One agent as the registry knows it.
+
+    `settings`: the TrainConfig settings this agent reads that some other agent does not (name -> what it is for,
+    e.g. "replay_capacity": "the replay memory"). A setting owned by other agents and not by this one must keep
+    its default when this one trains, or the check names it (`settings_problem`). `without_them` says, after
+    "--agent=NAME", why the others' settings mean nothing to it. `checks`: "module:function" of a function that
+    raises hvd_dqn.config.ConfigError for a bad value of this agent's own settings; `setting_help`: --help texts of
+    settings only this agent has; `shapes_checkpoint`: its settings that a resumed run must keep."""
+    name: str
+    title: str  # how texts name it: "DQN", "QR-DQN"
+    summary: str  # one line for --agent's help and the README: what it is, from which paper
+    implementation: str  # "module:Class" of the agent class (hvd_dqn.agent.interface.AgentClass)
+    settings: Mapping[str, str]
+    without_them: str
+    memory: str = "replay"  # what it learns from: "replay" (a replay memory and a target network) or "rollout"
+    acts_ahead: bool = True  # whether acting may run ahead of learning on a thread of its own (--pipeline)
+    checks: Optional[str] = None
+    setting_help: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    # Its settings that decide the shapes of what its checkpoint holds: a resumed run must agree on them.
+    shapes_checkpoint: Tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.memory not in MEMORIES:
+            raise ValueError(f"agent {self.name!r}: memory must be one of {', '.join(MEMORIES)}, not {self.memory!r}")
+        if ":" not in self.implementation:
+            raise ValueError(f"agent {self.name!r}: implementation must read 'module:Class', not "
+                             f"{self.implementation!r}")
+
+
+_entries: Dict[str, AgentEntry] = {}
+_loaded = False
+
+
+def register(entry: AgentEntry) -> AgentEntry:
+    """Adds `entry` (or replaces one of the same name and implementation: registering twice is harmless)."""
+    _load()
+    known = _entries.get(entry.name)
+    if known is not None and known.implementation != entry.implementation:
+        raise ValueError(f"--agent={entry.name} is registered already, by {known.implementation}")
+    _entries[entry.name] = entry
+    return entry
+
+
+def entry(name: str) -> AgentEntry:
+    """The entry of --agent=`name`; UnknownAgent, one line naming the known agents, if there is none."""
+    _load()
+    if name not in _entries:
+        raise UnknownAgent(f"--agent={name}: unknown agent; the agents are {', '.join(_entries)}")
+    return _entries[name]
+
+
+def entries() -> List[AgentEntry]:
+    """Every registered agent, built-in ones first."""
+    _load()
+    return list(_entries.values())
+
+
+def implementation(name: str):
+    """The agent class of --agent=`name` (imported on first use)."""
+    return _resolve(entry(name).implementation)
+
+
+def checks(name: str) -> Optional[Callable]:
+    """The function that checks --agent=`name`'s own settings, or None."""
+    reference = entry(name).checks
+    return _resolve(reference) if reference else None
+
+
+def settings_problem(name: str, changed: Mapping[str, object]) -> Optional[str]:
+    """For --agent=`name` and the settings `changed` from their defaults (name -> value as given): the one line
+    naming the first that only other agents read, or None."""
+    chosen = entry(name)
+    for setting, value in changed.items():
+        if setting in chosen.settings:
+            continue
+        owners = [other for other in entries() if setting in other.settings]
+        if not owners:
+            continue  # a setting every agent reads, or none
+        what = owners[0].settings[setting]
+        titles = " and ".join(owner.title for owner in owners)
+        return (f"--{setting}={_flag_text(value)}: a setting of {titles} ({what}); --agent={name} "
+                f"{chosen.without_them}. Leave it out, or use --agent={owners[0].name}")
+    return None
+
+
+def setting_help(setting: str) -> Optional[str]:
+    """The --help text an agent gives for a setting of its own, or None."""
+    for known in entries():
+        if setting in known.setting_help:
+            return known.setting_help[setting]
+    return None
+
+
+def _flag_text(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _resolve(reference: str):
+    module, _, attribute = reference.partition(":")
+    value = importlib.import_module(module)
+    for part in attribute.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _load() -> None:
+    """The built-in agents, then those of installed packages' entry points, once."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for package in BUILT_IN:
+        agent = importlib.import_module(package).AGENT
+        _entries.setdefault(agent.name, agent)
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        agent = point.load()
+        _entries.setdefault(agent.name, agent)

@@ -1,0 +1,166 @@
+"""QR-DQN (--agent=qrdqn): its loss against values worked by hand, its targets and greedy policy on networks whose
+outputs are set, quantile regression finding the quantiles of a known distribution, its one-line errors, and the
+agent trained end to end (2 ranks in step, exact resume, evaluate and export, CartPole solved)."""
+import csv
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from hvd_dqn.agent.networks import Head, build_mlp_q_network
+from hvd_dqn.agent.qrdqn.agent import QRDQNAgent
+from hvd_dqn.agent.qrdqn.learner import QuantileLearner, quantile_huber_loss, quantile_midpoints
+from hvd_dqn.agent.serving import save_greedy_policy
+from hvd_dqn.config import TrainConfig
+from hvd_dqn.agent.optimizers import make_optimizer
+from hvd_dqn.logdir import checkpoint
+
+from conftest import PYTHON, REPO, episodes_without_wall_time, horovodrun, python_module
+
+PRESET = f"--flagfile={REPO / 'configs' / 'cartpole_qrdqn.flags'}"
+
+
+def test_quantile_midpoints_are_the_centres_of_n_equal_parts():
+    np.testing.assert_allclose(quantile_midpoints(4), [0.125, 0.375, 0.625, 0.875])
+
+
+@pytest.mark.parametrize("kappa, expected", [(1.0, 0.40625), (2.0, 0.234375)])
+def test_quantile_huber_loss_against_values_worked_by_hand(kappa, expected):
+    """Quantiles (0, 1) at levels (1/4, 3/4) against the target samples (0.5, 2).
+    kappa 1: u = (0.5, 2) for quantile 0, all >= 0, weight 1/4: 1/4 * (0.125 + 1.5) / 2 = 0.203125; u = (-0.5, 1)
+    for quantile 1, weights 1/4 and 3/4: (1/4 * 0.125 + 3/4 * 0.5) / 2 = 0.203125; sum 0.40625.
+    kappa 2 (all |u| <= 2: quadratic), each divided by kappa: 1/4 * (0.125 + 2) / 2 / 2 = 0.1328125 and
+    (1/4 * 0.125 + 3/4 * 0.5) / 2 / 2 = 0.1015625; sum 0.234375."""
+    quantiles = tf.constant([[0.0, 1.0], [0.0, 1.0]])
+    targets = tf.constant([[0.5, 2.0], [0.0, 1.0]])  # the second row: targets equal to the quantiles, loss 0
+    loss = quantile_huber_loss(quantiles, tf.constant([0.25, 0.75]), targets, kappa).numpy()
+    # Row 2: u = (0, 1) for quantile 0 (weight 1/4 on 0.5 / kappa), u = (-1, 0) for quantile 1 (weight 1/4).
+    second = {1.0: (0.25 * 0.5 / 2 + 0.25 * 0.5 / 2), 2.0: (0.25 * 0.25 / 2 + 0.25 * 0.25 / 2)}[kappa]
+    np.testing.assert_allclose(loss, [expected, second], rtol=1e-6)
+
+
+def test_quantile_regression_finds_the_quantiles_of_a_known_distribution():
+    """Minimising the loss against samples of a distribution moves each quantile to the distribution's quantile
+    at its level: with a small kappa, to the empirical quantile of the samples, whatever the start."""
+    samples = tf.constant(np.random.default_rng(0).exponential(2.0, size=(1, 4000)).astype(np.float32))
+    taus = quantile_midpoints(5)
+    theta = tf.Variable(tf.zeros((1, 5)))
+    optimizer = tf.keras.optimizers.Adam(0.05)
+    for _ in range(1500):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(quantile_huber_loss(theta, taus, samples, 0.01))
+        optimizer.apply_gradients([(tape.gradient(loss, theta), theta)])
+    expected = np.quantile(samples.numpy(), taus)
+    np.testing.assert_allclose(theta.numpy()[0], expected, atol=0.05 * expected.max())
+    assert np.all(np.diff(theta.numpy()[0]) > 0)
+
+
+def _constant_network(quantiles_per_action, name):
+    """A quantile network whose output is `quantiles_per_action` (actions, N) whatever the observation."""
+    actions, atoms = np.shape(quantiles_per_action)
+    network = build_mlp_q_network((2,), actions, (4,), name, head=Head(atoms=atoms))
+    weights = [np.zeros_like(weight) for weight in network.get_weights()]
+    weights[-1] = np.asarray(quantiles_per_action, np.float32).ravel()
+    network.set_weights(weights)
+    return network
+
+
+@pytest.mark.parametrize("double_dqn", [False, True])
+def test_targets_bootstrap_from_the_action_greedy_on_the_mean_of_its_quantiles(double_dqn):
+    """Action 0's quantiles (-10, 0, 13) have the largest quantile but the smaller mean (1) than action 1's
+    (2, 2, 2): the target takes action 1's quantiles. With double DQN the online network chooses: its own means
+    favour action 0 here, so action 0's target quantiles are taken."""
+    target = _constant_network([[-10.0, 0.0, 13.0], [2.0, 2.0, 2.0]], "target")
+    online = _constant_network([[5.0, 5.0, 5.0], [0.0, 0.0, 0.0]], "online")
+    optimizer = make_optimizer(TrainConfig(), 1, distributed=False)
+    target_weights = target.get_weights()
+    learner = QuantileLearner(online, target, optimizer, double_dqn=double_dqn, kappa=1.0)
+    target.set_weights(target_weights)  # the learner copied online into target at start: put the target's back
+    target_values = learner._targets(tf.constant([1.0, 0.5]), tf.constant([0.9, 0.0]), tf.zeros((2, 2))).numpy()
+    chosen = np.array([-10.0, 0.0, 13.0]) if double_dqn else np.array([2.0, 2.0, 2.0])
+    np.testing.assert_allclose(target_values, [1.0 + 0.9 * chosen, [0.5, 0.5, 0.5]], rtol=1e-6)
+
+
+def test_the_greedy_policy_acts_on_the_mean_of_the_quantiles_and_exports_so(tmp_path):
+    network = _constant_network([[-10.0, 0.0, 13.0], [2.0, 2.0, 2.0]], "online")
+    q_network = QRDQNAgent.q_values(network)
+    observation = np.random.default_rng(0).normal(size=(3, 2)).astype(np.float32)
+    np.testing.assert_allclose(q_network(observation).numpy(), [[1.0, 2.0]] * 3, rtol=1e-6)
+    # The Q-value view shares the network's variables in the same order: a copy of weights reaches both.
+    assert [variable.name for variable in q_network.variables] == [variable.name for variable in network.variables]
+    save_greedy_policy(q_network, (2,), tf.float32, str(tmp_path / "policy"))
+    served = tf.saved_model.load(str(tmp_path / "policy")).signatures["serving_default"](
+        observation=tf.constant(observation))
+    np.testing.assert_array_equal(served["actions"].numpy(), [1, 1, 1])
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--num_quantiles=1"], "--num_quantiles=1: must be an integer >= 2"),
+    (["--kappa=0"], "--kappa=0.0: must be a number > 0"),
+    (["--kappa=-1"], "--kappa=-1.0: must be a number > 0"),
+    (["--loss=mse"], "--loss=mse: a setting of DQN and PQN (the TD loss on Q-values); --agent=qrdqn learns "
+                     "quantiles of the return with the quantile Huber loss (--kappa). Leave it out, or use --agent=dqn"),
+    (["--rollout_steps=64"], "--rollout_steps=64: a setting of PQN (PQN's rollout); --agent=qrdqn learns quantiles"),
+    (["--agent=dqn"], "--num_quantiles=50: a setting of QR-DQN (the quantiles of the return); --agent=dqn learns "
+                      "one Q-value per action. Leave it out, or use --agent=qrdqn"),
+    (["--agent=iqm"], "--agent=iqm: unknown agent; the agents are dqn, qrdqn, pqn"),
+], ids=["one-quantile", "kappa-0", "kappa-negative", "dqn-loss", "pqn-setting", "setting-for-dqn", "unknown-agent"])
+def test_a_bad_setting_is_one_line(tmp_path, flags, message):
+    result = python_module("hvd_dqn.train", [PRESET, f"--logdir={tmp_path / 'run'}", *flags], timeout=120,
+                           check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"hvd_dqn.train: error: {message}"), result.stderr
+
+
+# A short QR-DQN run on CartPole: enough updates and checkpoints to exercise every phase, not to learn.
+SHORT_RUN = [PRESET, "--num_envs=4", "--learning_starts=400", "--batch_size=32", "--replay_capacity=4000",
+             "--hidden_sizes=32,32", "--num_quantiles=8", "--eval_interval_env_steps=0", "--stop_at_train_return=inf",
+             "--log_interval_env_steps=500", "--checkpoint_interval_env_steps=1500", "--checkpoint_replay",
+             "--priority_beta_start=0.5", "--priority_beta_end=0.5"]  # a fixed exponent: halves equal the whole
+
+
+def test_two_ranks_train_one_model_resume_exactly_evaluate_and_export(tmp_path):
+    """2 ranks: the replicas' weights are equal at every checkpoint and moved; a run stopped at 1,500 env steps
+    and resumed from its checkpoint (with its replay memories) plays the episodes and ends with the weights of the
+    run that never stopped; evaluate and export act on the mean of the quantiles."""
+    whole, halves = tmp_path / "whole", tmp_path / "halves"
+    horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", *SHORT_RUN, f"--logdir={whole}", "--total_env_steps=3000"],
+               timeout=600)
+    horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", *SHORT_RUN, f"--logdir={halves}", "--total_env_steps=1500"],
+               timeout=600)
+    first = checkpoint.read_counters(checkpoint.latest_checkpoint(str(halves)))
+    horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", *SHORT_RUN, f"--logdir={halves}", "--total_env_steps=3000",
+                   "--resume"], timeout=600)
+    final_whole, final = (checkpoint.read_counters(checkpoint.latest_checkpoint(str(run))) for run in (whole, halves))
+    assert first["env_steps"] == 1500 and final["env_steps"] == 3000 and final["updates"] > first["updates"] > 0
+    digests = final_whole["replica_weight_digests"]
+    assert len(digests) == 2 and len(set(digests)) == 1  # the two replicas hold one model
+    assert first["replica_weight_digests"] != digests  # and it learned between the checkpoints
+    assert final["replica_weight_digests"] == digests  # exact resume: the weights of the run that never stopped
+    assert episodes_without_wall_time(halves / "episodes.csv") == episodes_without_wall_time(whole / "episodes.csv")
+
+    report = tmp_path / "eval.json"
+    python_module("hvd_dqn.evaluate", [f"--logdir={whole}", "--episodes=4", f"--json={report}"], timeout=300)
+    assert json.loads(report.read_text())["episodes"] == 4
+    out = tmp_path / "policy"
+    python_module("hvd_dqn.export", [f"--logdir={whole}", f"--out={out}"], timeout=300)
+    serve = tf.saved_model.load(str(out)).signatures["serving_default"]
+    _, env, q_network = checkpoint.load_online_network(checkpoint.latest_checkpoint(str(whole)))
+    env.close()
+    observation = np.random.default_rng(1).normal(size=(64, 4)).astype(np.float32)
+    served = serve(observation=tf.constant(observation))
+    np.testing.assert_allclose(served["q_values"].numpy(), q_network(observation).numpy(), rtol=1e-6, atol=1e-6)
+    assert served["q_values"].shape == (64, 2)  # one value per action: the quantiles' mean
+
+
+def test_cartpole_qrdqn_preset_is_solved_within_100k_env_steps(tmp_path):
+    """Solved as gymnasium defines it: the last 100 training episodes, as played, average at least 475."""
+    logdir = tmp_path / "run"
+    python_module("hvd_dqn.train", [PRESET, f"--logdir={logdir}"], timeout=1500)
+    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+    with open(logdir / "episodes.csv") as handle:
+        played = [float(row["return"]) for row in csv.DictReader(handle)]
+    assert final["env_steps"] <= 100_000 and len(played) >= 100
+    assert np.mean(played[-100:]) >= 475, (final["env_steps"], np.mean(played[-100:]))

@@ -72,6 +72,9 @@ def test_rollback_restores_networks_optimizer_and_counters_exactly():
 
 
 # PQN's CartPole preset, each rank with its own 4 envs (as --elastic has it), committing every 2,048 env steps.
+# QR-DQN's CartPole preset under the same elastic settings as DQN's, with fewer quantiles and a smaller network.
+CARTPOLE_QRDQN = [f"--flagfile={REPO / 'configs' / 'cartpole_qrdqn.flags'}", *CARTPOLE[1:], "--num_quantiles=8",
+                  "--hidden_sizes=64,64"]
 CARTPOLE_PQN = [f"--flagfile={REPO / 'configs' / 'cartpole_pqn.flags'}", "--elastic", "--elastic_commit_env_steps=2048",
                 "--log_interval_env_steps=2048", "--checkpoint_interval_env_steps=16384", "--stop_at_train_return=inf"]
 
@@ -129,7 +132,8 @@ def _kill_mid_run(tmp_path, killed_rank, under_way, *flags, preset=CARTPOLE):
     changed = re.search(r"world changed from 2 to 1 ranks(; learning rate rescaled)?; going on from the last commit "
                         r"\(([\d,]+) env steps, ([\d,]+) updates\)", text)
     assert changed, text[-4000:]
-    assert bool(changed.group(1)) == (preset is CARTPOLE)  # only DQN's --scale_lr_by_workers follows the world
+    # only the DQN family's --scale_lr_by_workers follows the world
+    assert bool(changed.group(1)) == (preset is not CARTPOLE_PQN)
     commit_env_steps, commit_updates = (int(group.replace(",", "")) for group in changed.groups()[1:])
     return text, logdir, commit_env_steps, commit_updates
 
@@ -154,6 +158,22 @@ def test_training_survives_a_worker_killed_mid_run(tmp_path, killed_rank, acting
     assert 6_000 <= commit_env_steps < total
     # Nothing lost or counted twice: two ranks made 4 updates per 8 env steps from 2,000 env steps on (the first
     # 4 when the memories reached 1,000 each); the survivor, its memory full, 4 updates per 4 env steps after.
+    assert commit_updates == 4 + (commit_env_steps - 2_000) // 2
+    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+    assert final["env_steps"] == total and final["world_size"] == 1
+    assert final["updates"] == commit_updates + (total - commit_env_steps)
+    _final_checkpoint_plays(tmp_path, logdir, total)
+
+
+def test_qrdqn_survives_a_worker_killed_under_mixed_precision(tmp_path):
+    """QR-DQN under --elastic with --mixed_precision (its quantile loss scaled, its gradients averaged by
+    DistributedGradientTape): rank 1 killed mid-run; the survivor rolls back and trains alone to the budget with
+    the update count of DQN's schedule (the same replay settings), and its final checkpoint plays."""
+    total = 10_000
+    _, logdir, commit_env_steps, commit_updates = _kill_mid_run(tmp_path, 1, r"env steps 6,000/",
+                                                                f"--total_env_steps={total}", "--mixed_precision",
+                                                                preset=CARTPOLE_QRDQN)
+    assert 6_000 <= commit_env_steps < total
     assert commit_updates == 4 + (commit_env_steps - 2_000) // 2
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
     assert final["env_steps"] == total and final["world_size"] == 1

@@ -59,3 +59,12 @@ def greedy_network(config: TrainConfig, network):
 def online_network(config: TrainConfig, spec, name: str = "online"):
     """A new network of the kind the agent's learner trains (a checkpoint's "online"), for envs of `spec`."""
     return agent_class(config).network(config, spec, name)
+
+
+def replay_learner(config: TrainConfig, spec, world_size: int = 1, distributed: bool = True, online=None):
+    """The learner of an agent that learns from a replay memory (the DQN family's `learner_class`) on new online
+    (or `online`) and target networks of the agent's kind, as the measuring commands build it; distributed=False:
+    the same update on Keras' own optimizer, without Horovod's allreduce."""
+    cls = agent_class(config)
+    online = online if online is not None else cls.network(config, spec, "online")
+    return cls.learner_class.from_config(config, online, cls.network(config, spec, "target"), world_size, distributed)

@@ -23,11 +23,11 @@ def allreduce_rates(config, seconds: float, rounds: int, busy_s: float = 0.0) ->
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
-    from hvd_dqn.agent.networks import q_network_for
+    from hvd_dqn.agent.factory import online_network
     from hvd_dqn.envs import probe_spec
 
     spec = probe_spec(config)
-    network = q_network_for(config, spec, "online")
+    network = online_network(config, spec)
     gradients = [tf.random.normal(variable.shape, seed=hvd.rank()) for variable in network.trainable_variables]
     gradient_bytes = sum(int(np.prod(gradient.shape)) * 4 for gradient in gradients)
 
@@ -75,11 +75,10 @@ def exchange_in_update(config, batch_size: int, seconds: float, rounds: int, act
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
-    from hvd_dqn.agent.networks import q_network_for
+    from hvd_dqn.agent.dqn.agent import make_replay_memory
+    from hvd_dqn.agent.factory import replay_learner
     from hvd_dqn.envs import probe_spec
     from hvd_dqn.tools.training_modes import fill_replay
-    from hvd_dqn.agent.dqn.agent import make_replay_memory
-    from hvd_dqn.agent.dqn.learner import DQNLearner
 
     if config.mixed_precision:
         raise ValueError(MIXED_PRECISION_UNMEASURABLE)
@@ -89,10 +88,8 @@ def exchange_in_update(config, batch_size: int, seconds: float, rounds: int, act
     replay = make_replay_memory(config, spec, num_envs=1, capacity=min(config.replay_capacity, 20_000))
     fill_replay(replay, spec, 1, rng)
     size = hvd.size()
-    learners = {"exchanged": DQNLearner.from_config(config, *(q_network_for(config, spec, name)
-                                                              for name in ("online", "target")), size),
-                "alone": DQNLearner.from_config(config, *(q_network_for(config, spec, name)
-                                                          for name in ("online", "target")), size, distributed=False)}
+    learners = {"exchanged": replay_learner(config, spec, size),
+                "alone": replay_learner(config, spec, size, distributed=False)}
     for learner in learners.values():  # every rank starts from rank 0's weights, as in training
         hvd.broadcast_variables(learner.synchronized_variables, root_rank=0)
 

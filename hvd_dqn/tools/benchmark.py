@@ -6,8 +6,9 @@ Each figure is taken in alternating rounds with its comparison (A, B, A, B, ...)
 round, so both see the same machine load; ratios between them are what the targets are stated in.
 - env_raw_steps_per_s: the vector env alone with random actions (same game, env count, emulator threads)
 - actor_steps_per_s: the project's acting path (Q-network inference, epsilon-greedy, one env step, replay insert)
-- learner_updates_per_s: the project's update (DistributedOptimizer at np=1, double DQN, Huber, clipping)
-  against plain_tf_updates_per_s: a plain Keras Adam step on the same network, batch and loss
+- learner_updates_per_s: the agent's update (DistributedOptimizer at np=1; its network, targets and loss:
+  DQN's, or QR-DQN's quantiles) against plain_tf_updates_per_s: the same update stepped by Keras' own Adam,
+  without Horovod's wrapper
 - replay_sample_batches_per_s: minibatches drawn from a full replay memory of the preset's size (stacks
   rebuilt, episode boundaries handled) against bare_gather_batches_per_s: a bare NumPy gather of the same
   number of random rows or frames from an array of the same size, with no boundary handling

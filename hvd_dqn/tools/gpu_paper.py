@@ -26,7 +26,7 @@ def paper(config, args) -> dict:
     import numpy as np
 
     from hvd_dqn.agent.dqn.agent import draws_ahead
-    from hvd_dqn.agent.networks import q_network_for
+    from hvd_dqn.agent.factory import online_network
     from hvd_dqn.envs import probe_spec, steps_outside_python
 
     try:
@@ -34,7 +34,7 @@ def paper(config, args) -> dict:
     except hardware_profiles.ProfileError as error:
         raise BenchmarkError(str(error)) from None
     spec = probe_spec(config)
-    network = q_network_for(config, spec, "online")
+    network = online_network(config, spec)
     gradient_bytes = 4 * int(network.count_params())
     observation_bytes = int(np.prod(spec.observation_shape)) * np.dtype(spec.observation_dtype).itemsize
     envs_per_gpu = args.envs_per_gpu or config.num_envs

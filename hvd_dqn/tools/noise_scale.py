@@ -118,21 +118,20 @@ class CheckpointGradients:
     checkpoints (written with --checkpoint_replay) in turn."""
 
     def __init__(self, config, world_size: int):
-        from hvd_dqn.agent.networks import q_network_for
+        from hvd_dqn.agent.dqn.agent import make_replay_memory
+        from hvd_dqn.agent.factory import replay_learner
         from hvd_dqn.agent.schedules import LinearSchedule
         from hvd_dqn.envs import probe_spec
         from hvd_dqn.rank_split import rank_share
-        from hvd_dqn.agent.dqn.agent import make_replay_memory
-        from hvd_dqn.agent.dqn.learner import DQNLearner
 
         self.config = config
         self.rank_batch = rank_batch_size(config, world_size)
         spec = probe_spec(config)
         num_envs, capacity = rank_share(config, world_size)
-        self.learner = DQNLearner.from_config(config, q_network_for(config, spec, "online"),
-                                              q_network_for(config, spec, "target"), world_size, distributed=False)
+        self.learner = replay_learner(config, spec, world_size, distributed=False)
         self.replay = make_replay_memory(config, spec, num_envs, capacity)
-        self.priority_beta = LinearSchedule(config.priority_beta_start, 1.0, config.total_env_steps)
+        self.priority_beta = LinearSchedule(config.priority_beta_start, config.priority_beta_end,
+                                            config.total_env_steps)
 
     def measure(self, path: str, batches_per_round: int, rounds: int, seed: int, batch_size: Optional[int] = None
                 ) -> dict:

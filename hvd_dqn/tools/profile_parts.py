@@ -14,8 +14,7 @@ def measure_parts(config, env_counts, batch_sizes, seconds: float, rounds: int, 
     """Every single-process part, timed in alternating rounds on this process's device."""
     import tensorflow as tf
 
-    from hvd_dqn.agent.factory import learns_from_replay
-    from hvd_dqn.agent.networks import q_network_for
+    from hvd_dqn.agent.factory import greedy_network, learns_from_replay, online_network
     from hvd_dqn.agent.policy import EpsilonGreedyActor, act_and_store
     from hvd_dqn.envs import env_seeds, make_env_for, probe_spec
     from hvd_dqn.tools.timing import side_by_side
@@ -25,8 +24,8 @@ def measure_parts(config, env_counts, batch_sizes, seconds: float, rounds: int, 
     cores = len(os.sched_getaffinity(0))
     spec = probe_spec(config)
     observation_bytes = int(np.prod(spec.observation_shape)) * np.dtype(spec.observation_dtype).itemsize
-    online = q_network_for(config, spec, "online")
-    actor = EpsilonGreedyActor(online, spec.num_actions, rng)
+    online = online_network(config, spec)
+    actor = EpsilonGreedyActor(greedy_network(config, online), spec.num_actions, rng)
     steps, closers = {}, []
 
     def observations(count):
@@ -93,13 +92,12 @@ def _dqn_update_steps(config, spec, online, batch_sizes, rng, replay_rows: int) 
     and the minibatch's draw from a full memory of up to `replay_rows` transitions."""
     import tensorflow as tf
 
-    from hvd_dqn.agent.dqn.learner import DQNLearner
-    from hvd_dqn.agent.networks import q_network_for
+    from hvd_dqn.agent.factory import replay_learner
     from hvd_dqn.tools.training_modes import fill_replay
 
     memory = _memory(config, spec, config.num_envs, replay_rows)  # a rank's envs: the memory's layout follows them
     fill_replay(memory, spec, config.num_envs, rng)
-    learner = DQNLearner.from_config(config, online, q_network_for(config, spec, "target"), 1)
+    learner = replay_learner(config, spec, online=online)
     steps = {}
     for batch_size in batch_sizes:
         host = memory.sample(batch_size, rng, config.priority_beta_start)

@@ -18,10 +18,8 @@ def stage_rates(config, seconds: float, rounds: int, argv, full_training: bool =
     full_training=False: the stages alone, without the trainers' figures."""
     import tensorflow as tf
 
-    from hvd_dqn.agent.distributed_update import huber
     from hvd_dqn.agent.dqn.agent import make_replay_memory
-    from hvd_dqn.agent.dqn.learner import DQNLearner, td_targets
-    from hvd_dqn.agent.networks import q_network_for
+    from hvd_dqn.agent.factory import greedy_network, online_network, replay_learner
     from hvd_dqn.agent.policy import EpsilonGreedyActor, act_and_store
     from hvd_dqn.envs import env_seeds, make_env_for, spec_of
 
@@ -34,8 +32,8 @@ def stage_rates(config, seconds: float, rounds: int, argv, full_training: bool =
     single_thread = dataclasses.replace(config, env_threads=1)
     raw_env, acting_env = make_env_for(single_thread, config.num_envs), make_env_for(single_thread, config.num_envs)
     spec = spec_of(raw_env)
-    online = q_network_for(config, spec, "online")
-    actor = EpsilonGreedyActor(online, spec.num_actions, rng)
+    online = online_network(config, spec)
+    actor = EpsilonGreedyActor(greedy_network(config, online), spec.num_actions, rng)
     acting_replay = make_replay_memory(config, spec)
     raw_env.reset(seed=env_seeds(config.seed, config.num_envs))
     state = {"observation": acting_env.reset(seed=env_seeds(config.seed + 1, config.num_envs))[0]}
@@ -80,38 +78,21 @@ def stage_rates(config, seconds: float, rounds: int, argv, full_training: bool =
     results.update(rename(side_by_side({"sample": sample_step, "bare": bare_step}, seconds, rounds),
                            sample="replay_sample_batches_per_s", bare="bare_gather_batches_per_s"))
 
-    # --- the learner: the project's update against a plain Keras step on the same network and batch ------
-    target = q_network_for(config, spec, "target")
-    # The project's update with Adam at a constant step size, as the plain Keras step below takes it.
+    # --- the learner: the project's update against the same update on Keras' own optimizer --------------------
+    # The agent's update with Adam at a constant step size, through Horovod's DistributedOptimizer (at one rank),
+    # and the same loss and networks stepped by Keras' own Adam: what the distributed wrapper costs on one rank.
     adam = dataclasses.replace(config, optimizer="adam", layer_adaptation=False, learning_rate_end=None,
-                               lr_decay_updates=0, mixed_precision=False, fp16_allreduce=False, xla=False,
-                               loss="huber")
-    learner = DQNLearner.from_config(adam, online, target, 1)
+                               lr_decay_updates=0, mixed_precision=False, fp16_allreduce=False, xla=False)
+    learner = replay_learner(adam, spec, online=online)
+    plain = replay_learner(adam, spec, distributed=False)
     batch = replay.sample(config.batch_size, rng)
-    plain_online = tf.keras.models.clone_model(online)
-    plain_target = tf.keras.models.clone_model(target)
-    plain_optimizer = tf.keras.optimizers.Adam(config.learning_rate, epsilon=config.adam_epsilon,
-                                               global_clipnorm=config.max_grad_norm or None)
-    tensors = [tf.convert_to_tensor(value) for value in
-               (batch.observation_tm1, batch.action_tm1, batch.reward_t, batch.discount_t, batch.observation_t)]
-
-    @tf.function
-    def plain_update(observation_tm1, action_tm1, reward_t, discount_t, observation_t):
-        q_online_t = plain_online(observation_t) if config.double_dqn else None
-        targets = tf.stop_gradient(td_targets(reward_t, discount_t, plain_target(observation_t), q_online_t))
-        with tf.GradientTape() as tape:
-            q_taken = tf.gather(plain_online(observation_tm1, training=True), action_tm1, axis=-1, batch_dims=1)
-            loss = tf.reduce_mean(huber(targets - q_taken, config.huber_delta))
-        variables = plain_online.trainable_variables
-        plain_optimizer.apply_gradients(zip(tape.gradient(loss, variables), variables))
-        return loss
 
     def learner_step():
         learner.update(batch)
         return 1
 
     def plain_step():
-        plain_update(*tensors).numpy()  # .numpy(): wait for the step, as learner.update does
+        plain.update(batch)
         return 1
 
     learner_step(), plain_step()  # trace both outside the timing
@@ -121,7 +102,7 @@ def stage_rates(config, seconds: float, rounds: int, argv, full_training: bool =
     del replay, acting_replay  # free their memory before the trainers fill theirs
 
     # --- serving: the exported SavedModel's greedy actions, per batch size --------------------------------
-    results.update(exported_policy_rates(online, spec, rng, seconds, rounds))
+    results.update(exported_policy_rates(greedy_network(config, online), spec, rng, seconds, rounds))
 
     results["replay_sample_vs_bare_gather"] = (results["replay_sample_batches_per_s"]
                                                / results["bare_gather_batches_per_s"])
@@ -188,18 +169,17 @@ def cost_model_costs(config, env_counts, batch_sizes, seconds: float, rounds: in
     rounds."""
     import tensorflow as tf
 
-    from hvd_dqn.agent.networks import q_network_for
+    from hvd_dqn.agent.dqn.agent import make_replay_memory
+    from hvd_dqn.agent.factory import greedy_network, online_network, replay_learner
     from hvd_dqn.agent.policy import EpsilonGreedyActor, act_and_store
     from hvd_dqn.envs import env_seeds, make_env_for, probe_spec
-    from hvd_dqn.agent.dqn.agent import make_replay_memory
-    from hvd_dqn.agent.dqn.learner import DQNLearner
 
     tf.keras.utils.set_random_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     single_thread = dataclasses.replace(config, env_threads=1)
     spec = probe_spec(config)
-    online, target = q_network_for(config, spec, "online"), q_network_for(config, spec, "target")
-    actor = EpsilonGreedyActor(online, spec.num_actions, rng)
+    online = online_network(config, spec)
+    actor = EpsilonGreedyActor(greedy_network(config, online), spec.num_actions, rng)
 
     acting = {}
     for num_envs in env_counts:
@@ -217,7 +197,7 @@ def cost_model_costs(config, env_counts, batch_sizes, seconds: float, rounds: in
 
     replay = make_replay_memory(config, spec, num_envs=1, capacity=min(config.replay_capacity, replay_rows))
     fill_replay(replay, spec, 1, rng)
-    learner = DQNLearner.from_config(config, online, target, 1)  # the update as one worker's trainer makes it
+    learner = replay_learner(config, spec, online=online)  # the update as one worker's trainer makes it
     learning = {}
     for batch_size in batch_sizes:
         def learn_step(batch_size=batch_size):

@@ -1,0 +1,134 @@
+"""The registry of agents: lookups and their one-line errors, settings refused by ownership, and an agent defined
+outside the package, installed as a plugin (an entry point), trained, resumed, evaluated and exported with the
+shipped commands while no file of hvd_dqn changes."""
+import json
+import os
+import subprocess
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from hvd_dqn.agent import registry
+from hvd_dqn.logdir import checkpoint
+
+from conftest import REPO, environment, python_module
+
+
+def test_the_built_in_agents_are_registered_with_what_they_learn_from():
+    assert [entry.name for entry in registry.entries()][:3] == ["dqn", "qrdqn", "pqn"]
+    assert {entry.name: entry.memory for entry in registry.entries()
+            if entry.name in ("dqn", "qrdqn", "pqn")} == {"dqn": "replay", "qrdqn": "replay", "pqn": "rollout"}
+    assert registry.implementation("qrdqn").__name__ == "QRDQNAgent"
+    with pytest.raises(registry.UnknownAgent, match=r"^--agent=c52: unknown agent; the agents are dqn, qrdqn, pqn"):
+        registry.entry("c52")
+
+
+def test_a_setting_is_refused_only_for_agents_that_do_not_own_it():
+    assert registry.settings_problem("qrdqn", {"num_quantiles": 8, "n_step": 3, "double_dqn": True}) is None
+    assert registry.settings_problem("dqn", {"env_id": "Pong"}) is None  # every agent reads it: nobody owns it
+    assert registry.settings_problem("pqn", {"double_dqn": True}) == (
+        "--double_dqn=true: a setting of DQN and QR-DQN (the target network); --agent=pqn learns from each rollout "
+        "without a replay memory or target network. Leave it out, or use --agent=dqn")
+
+
+def test_an_entry_names_its_class_and_memory_properly_and_a_name_is_registered_once():
+    fields = dict(name="x", title="X", summary="x", settings={}, without_them="x")
+    with pytest.raises(ValueError, match="memory must be one of replay, rollout"):
+        registry.AgentEntry(implementation="m:C", memory="tape", **fields)
+    with pytest.raises(ValueError, match="implementation must read 'module:Class'"):
+        registry.AgentEntry(implementation="m.C", **fields)
+    with pytest.raises(ValueError, match=r"--agent=dqn is registered already, by hvd_dqn.agent.dqn.agent:DQNAgent"):
+        registry.register(registry.AgentEntry(**{**fields, "name": "dqn"}, implementation="elsewhere:Agent"))
+
+
+# An agent of another package: expected SARSA (van Seijen et al. 2009) for the epsilon-greedy policy of
+# --epsilon_end, bootstrapping from (1 - eps) max_a Q + eps mean_a Q of the target network. DQN's replay, target
+# network and schedule; its own learner's targets; the settings of the replay memory and target network.
+PLUGIN = '''
+"""Expected SARSA on hvd_dqn's DQN machinery, registered through the hvd_dqn.agents entry point."""
+from hvd_dqn.agent.dqn import REPLAY_SETTINGS, TARGET_SETTINGS
+from hvd_dqn.agent.registry import AgentEntry
+
+AGENT = AgentEntry(
+    name="expected_sarsa", title="Expected SARSA",
+    summary="Expected SARSA for the epsilon-greedy policy (van Seijen et al. 2009), from a replay memory.",
+    implementation="expected_sarsa_agent.agent:ExpectedSarsaAgent",
+    settings={**REPLAY_SETTINGS, **TARGET_SETTINGS, "loss": "the TD loss"},
+    without_them="bootstraps from the expected Q-value of its epsilon-greedy policy")
+'''
+PLUGIN_AGENT = '''
+import tensorflow as tf
+
+from hvd_dqn.agent.dqn.agent import DQNAgent
+from hvd_dqn.agent.dqn.learner import DQNLearner
+
+
+class ExpectedSarsaLearner(DQNLearner):
+    epsilon = 0.05
+
+    @classmethod
+    def from_config(cls, config, online, target, world_size, distributed=True):
+        learner = super().from_config(config, online, target, world_size, distributed)
+        learner.epsilon = config.epsilon_end
+        return learner
+
+    def _targets(self, reward_t, discount_t, observation_t):
+        q_t = self._target_forward(observation_t, training=False)
+        expected = (1.0 - self.epsilon) * tf.reduce_max(q_t, axis=-1) + self.epsilon * tf.reduce_mean(q_t, axis=-1)
+        return tf.stop_gradient(reward_t + discount_t * expected)
+
+
+class ExpectedSarsaAgent(DQNAgent):
+    learner_class = ExpectedSarsaLearner
+'''
+
+
+def _install_plugin(folder):
+    """The plugin as pip would leave it: its package and a dist-info whose entry point names its AGENT."""
+    package = folder / "expected_sarsa_agent"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(textwrap.dedent(PLUGIN))
+    (package / "agent.py").write_text(textwrap.dedent(PLUGIN_AGENT))
+    info = folder / "expected_sarsa_agent-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: expected-sarsa-agent\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[hvd_dqn.agents]\nexpected_sarsa = expected_sarsa_agent:AGENT\n")
+
+
+def _package_state():
+    return subprocess.run(["git", "status", "--porcelain", "--", "hvd_dqn"], capture_output=True, text=True,
+                          cwd=REPO, check=True).stdout
+
+
+RUN = ["--agent=expected_sarsa", "--env_id=CartPole-v1", "--num_envs=2", "--learning_starts=200", "--batch_size=32",
+       "--train_frequency=4", "--hidden_sizes=32,32", "--eval_interval_env_steps=0", "--log_interval_env_steps=500",
+       "--checkpoint_interval_env_steps=1000", "--checkpoint_replay"]
+
+
+def test_an_agent_from_another_package_trains_resumes_evaluates_and_exports_with_the_shipped_commands(tmp_path):
+    before = _package_state()
+    plugin, logdir, out = tmp_path / "site", tmp_path / "run", tmp_path / "policy"
+    _install_plugin(plugin)
+    with environment(PYTHONPATH=f"{plugin}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"):
+        listed = python_module("hvd_dqn.train", ["--help"], timeout=120).stdout
+        assert "expected_sarsa: Expected SARSA for the epsilon-greedy policy" in " ".join(listed.split())
+        refused = python_module("hvd_dqn.train", [*RUN, f"--logdir={logdir}", "--num_quantiles=8"], check=False)
+        assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
+            "hvd_dqn.train: error: --num_quantiles=8: a setting of QR-DQN (the quantiles of the return); "
+            "--agent=expected_sarsa bootstraps from the expected Q-value of its epsilon-greedy policy. Leave it "
+            "out, or use --agent=qrdqn"]
+        python_module("hvd_dqn.train", [*RUN, f"--logdir={logdir}", "--total_env_steps=1000"], timeout=300)
+        python_module("hvd_dqn.train", [*RUN, f"--logdir={logdir}", "--total_env_steps=2000", "--resume"],
+                      timeout=300)
+        report = tmp_path / "eval.json"
+        python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=2", f"--json={report}"], timeout=300)
+        python_module("hvd_dqn.export", [f"--logdir={logdir}", f"--out={out}"], timeout=300)
+    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+    assert final["env_steps"] == 2000 and final["updates"] > 0
+    assert json.loads((logdir / "config.json").read_text())["agent"] == "expected_sarsa"
+    assert json.loads(report.read_text())["episodes"] == 2
+    served = tf.saved_model.load(str(out)).signatures["serving_default"](observation=tf.zeros((3, 4)))
+    assert served["q_values"].shape == (3, 2) and np.all(np.isfinite(served["q_values"].numpy()))
+    assert _package_state() == before  # no file of hvd_dqn was edited

@@ -155,12 +155,13 @@ def test_two_ranks_train_one_model_resume_exactly_evaluate_and_export(tmp_path):
     assert served["q_values"].shape == (64, 2)  # one value per action: the quantiles' mean
 
 
-def test_cartpole_qrdqn_preset_is_solved_within_100k_env_steps(tmp_path):
-    """Solved as gymnasium defines it: the last 100 training episodes, as played, average at least 475."""
+def test_cartpole_qrdqn_preset_is_solved_within_its_budget(tmp_path):
+    """Solved as gymnasium defines it: the last 100 training episodes, as played, average at least 475; the preset's
+    seed 0 was solved at 93,392 env steps (results/cartpole_qrdqn/), within its budget of 150,000."""
     logdir = tmp_path / "run"
     python_module("hvd_dqn.train", [PRESET, f"--logdir={logdir}"], timeout=1500)
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
     with open(logdir / "episodes.csv") as handle:
         played = [float(row["return"]) for row in csv.DictReader(handle)]
-    assert final["env_steps"] <= 100_000 and len(played) >= 100
+    assert final["env_steps"] < 150_000 and len(played) >= 100  # stopped by the target, not the budget
     assert np.mean(played[-100:]) >= 475, (final["env_steps"], np.mean(played[-100:]))

@@ -59,7 +59,7 @@ class TrainConfig:
     noop_max: int = 30  # no-op actions at episode start, at most
     fire_reset: bool = True  # press FIRE at each reset in games that need it (off in Dopamine's protocol)
     max_episode_frames: int = 108_000  # emulator frames; reaching it is a truncation
-    env_threads: int = 0  # emulator threads per rank; 0: this host's cores divided by its ranks
+    env_threads: int = 0  # emulator threads per rank; 0: the CPUs this process may use divided by its host's ranks
     terminal_on_life_loss: bool = False  # for learning only: a lost life has discount 0
     clip_rewards: bool = False  # learn from sign(reward); reported returns stay raw
 
@@ -181,7 +181,7 @@ class TrainConfig:
     fp16_allreduce: bool = False  # gradients allreduced as float16 (hvd.Compression.fp16)
     xla: bool = False  # the networks' passes compiled by XLA (jit_compile)
     mixed_precision: bool = False  # Keras mixed_float16 with dynamic loss scaling
-    intra_op_threads: int = 0  # 0: the cores of this host divided by the ranks on it (or --cores_per_rank)
+    intra_op_threads: int = 0  # 0: the CPUs this process may use divided by its host's ranks (or --cores_per_rank)
     cores_per_rank: int = 0  # each rank bound to its own block of this many cores; 0: no binding
     inter_op_threads: int = 1
     deterministic_ops: bool = False  # tf.config.experimental.enable_op_determinism: slower, repeatable

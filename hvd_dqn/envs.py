@@ -234,10 +234,11 @@ def learning_discounts(terminated: np.ndarray, info: dict, terminal_on_life_loss
 
 
 def make_env_for(config, num_envs: int, ranks_on_host: int = 1):
-    """The vector env a TrainConfig describes, with `num_envs` envs, for one of `ranks_on_host` ranks."""
-    import os
+    """The vector env a TrainConfig describes, with `num_envs` envs, for one of `ranks_on_host` ranks (its
+    emulator threads: --env_threads, else --cores_per_rank, else its share of the CPUs its process may use)."""
+    from hvd_dqn.cpus import threads_per_rank
 
-    threads = config.env_threads or config.cores_per_rank or max(1, (os.cpu_count() or 1) // ranks_on_host)
+    threads = config.env_threads or config.cores_per_rank or threads_per_rank(ranks_on_host)
     return make_vector_env(config.env_id, num_envs, atari_settings(config, min(threads, num_envs)))
 
 

@@ -27,7 +27,9 @@ _HELP = {
     "fire_reset": "Atari: press FIRE when an episode starts in games that need it to begin (ale-py's "
                   "use_fire_reset). Dopamine's protocol leaves it off: the agent must learn to press FIRE.",
     "max_episode_frames": "Atari: emulator frames after which an episode is truncated (bootstrapped, not terminal).",
-    "env_threads": "Atari: emulator threads per rank; 0: this host's cores divided by the ranks on it.",
+    "env_threads": "Atari: emulator threads per rank; 0: --cores_per_rank, else the rank's share of the CPUs its "
+                   "process may use (its affinity mask and its cgroup's CPU quota, divided by the ranks on its host; "
+                   "under srun, its --cpus-per-task).",
     "terminal_on_life_loss": "Atari: treat a lost life as terminal for learning (Mnih et al. 2015); episodes "
                              "and reported scores still run to game over.",
     "clip_rewards": "Learn from sign(reward) (Mnih et al. 2015); reported returns stay the raw game score.",
@@ -185,8 +187,9 @@ _HELP = {
            "outside XLA.",
     "mixed_precision": "Keras mixed_float16: the networks compute in float16 (weights and Q-values stay float32) "
                        "with dynamic loss scaling; for GPUs with tensor cores (on CPUs it is slow).",
-    "intra_op_threads": "TensorFlow threads inside one op; 0: this host's cores divided by the ranks on it, or "
-                        "--cores_per_rank.",
+    "intra_op_threads": "TensorFlow threads inside one op; 0: --cores_per_rank, else the rank's share of the CPUs "
+                        "its process may use (its affinity mask and its cgroup's CPU quota, divided by the ranks on "
+                        "its host; under srun, its --cpus-per-task).",
     "cores_per_rank": "Bind each rank, with all its threads, to cores of its own: local rank r takes the r-th "
                       "block of this many of the cores the process may use (a rank the launcher already bound to "
                       "that many keeps them); TensorFlow's and the emulators' threads default to that many. The "

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import PYTHON, REPO, horovodrun, python_module, subprocess_env
+from conftest import PYTHON, REPO, horovodrun, python_module, run, subprocess_env
 from hvd_dqn.run.distributed import BindingError, cores_for_rank, runtime_defaults
 
 AVAILABLE = sorted(os.sched_getaffinity(0))
@@ -51,7 +51,8 @@ def test_two_ranks_each_bound_to_a_core_of_their_own_train_and_say_so(tmp_path):
     result = horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
                             f"--logdir={tmp_path}", "--total_env_steps=1600", "--cores_per_rank=1"], timeout=300)
     output = result.stdout + result.stderr
-    assert f"cores: rank 0 on {AVAILABLE[0]}; rank 1 on {AVAILABLE[1]}" in output, output[-3000:]
+    assert (f"cores: rank 0 on {AVAILABLE[0]} (1 TensorFlow thread); rank 1 on {AVAILABLE[1]} (1 TensorFlow "
+            "thread)") in output, output[-3000:]
     # Two ranks on one host, no cycle set by the test's environment: the ranks run without a cycle.
     expected_cycle = os.environ.get("HOROVOD_CYCLE_TIME", "0")
     assert f"2 ranks on 1 host(s), controller Gloo, Horovod cycle {expected_cycle} ms" in output, output[-3000:]
@@ -77,3 +78,13 @@ def test_more_cores_than_the_host_has_is_one_line(tmp_path):
 def test_the_horovod_cycle_follows_the_ranks_and_hosts(world_size, local_size, cycle_ms):
     defaults = runtime_defaults(world_size, local_size)
     assert defaults == {"HOROVOD_CYCLE_TIME": cycle_ms, "OMPI_MCA_mpi_yield_when_idle": "1"}
+
+
+@pytest.mark.skipif(len(AVAILABLE) < 2, reason="one CPU under taskset must be fewer than the machine's")
+def test_a_rank_under_taskset_starts_one_thread_per_cpu_it_may_use(tmp_path):
+    """`taskset -c C` leaves the rank one CPU of the machine's: TensorFlow's pool follows the CPU, not the host."""
+    result = run(["taskset", "-c", str(AVAILABLE[-1]), PYTHON, "-m", "hvd_dqn.train",
+                  f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", f"--logdir={tmp_path}", "--total_env_steps=400"],
+                 timeout=300)
+    output = result.stdout + result.stderr
+    assert f"cores: rank 0 on {AVAILABLE[-1]} (1 TensorFlow thread)" in output, output[-3000:]

@@ -17,6 +17,8 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from hvd_dqn.cpus import threads_per_rank
+
 # Environment variables in which launchers publish the global rank before Horovod is initialised:
 # horovodrun with Gloo, Open MPI (mpirun and horovodrun with MPI), MPICH/Intel MPI, Slurm's srun.
 _RANK_VARIABLES = ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
@@ -123,8 +125,9 @@ def init_horovod(intra_op_threads: int = 0, inter_op_threads: int = 1, determini
                  cores_per_rank: int = 0) -> World:
     """Initialises Horovod and TensorFlow's devices and threads for this rank; returns the World.
 
-    intra_op_threads=0 gives each rank an equal share of this host's cores (or, bound by `cores_per_rank`,
-    its own cores), so N ranks on one host do not each start a thread per core and oversubscribe the CPU.
+    intra_op_threads=0 gives each rank an equal share of the CPUs its process may use (`hvd_dqn.cpus`: its
+    affinity mask and cgroup quota, or its Slurm allocation; bound by `cores_per_rank`, its own cores), so N ranks
+    on one host do not each start a thread per core and oversubscribe the CPU.
     """
     import horovod.tensorflow as hvd
     import tensorflow as tf
@@ -143,7 +146,7 @@ def init_horovod(intra_op_threads: int = 0, inter_op_threads: int = 1, determini
     if gpus:
         tf.config.set_visible_devices(gpus[hvd.local_rank() % len(gpus)], "GPU")
     if intra_op_threads == 0:
-        intra_op_threads = cores_per_rank or max(1, (os.cpu_count() or 1) // hvd.local_size())
+        intra_op_threads = cores_per_rank or threads_per_rank(hvd.local_size())
     # TensorFlow refuses to change its pools once it has started; setting the values they have is harmless
     # (the benchmark initialises before it builds a Trainer, which initialises again).
     if tf.config.threading.get_intra_op_parallelism_threads() != intra_op_threads:
@@ -211,7 +214,11 @@ def describe_world(world: World) -> str:
     built from what every rank reports about itself. Every rank must call it; all get the same text."""
     import horovod.tensorflow as hvd
 
-    places = gather_objects((world.rank, world.hostname, world.local_rank, os.getpid(), cores_text()),
+    import tensorflow as tf
+
+    threads = tf.config.threading.get_intra_op_parallelism_threads()
+    places = gather_objects((world.rank, world.hostname, world.local_rank, os.getpid(),
+                             f"{cores_text()} ({threads} TensorFlow thread{'s' if threads != 1 else ''})"),
                             "world_places")
     hosts = {}
     for rank, hostname, local_rank, pid, _ in places:
@@ -223,7 +230,7 @@ def describe_world(world: World) -> str:
              f"collectives built: {', '.join(name for name, yes in built.items() if yes) or 'none'}"]
     lines += [f"  {hostname}: {'; '.join(ranks)}" for hostname, ranks in hosts.items()]
     # Which cores each rank's threads may run on: its own block under --cores_per_rank (or a launcher's binding),
-    # else every core of its host, shared with the host's other ranks.
+    # else every core of its host, shared with the host's other ranks; and how many threads its ops may use.
     lines.append("  cores: " + "; ".join(f"rank {rank} on {cores}" for rank, _, _, _, cores in places))
     return "\n".join(lines)
 

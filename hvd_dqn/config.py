@@ -307,6 +307,10 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
              "prioritised replay draws each minibatch with the priorities the update before it set, so it cannot "
              "be drawn ahead; add --noprioritized_replay or leave --draw_ahead at auto")
     _check_env_id(config.env_id)
+    # Nothing to resume in a folder that does not exist: said before the folder would be created for the run.
+    if config.resume and config.logdir and not storage.is_remote(config.logdir) and not os.path.isdir(config.logdir):
+        raise ConfigError(f"--resume: --logdir={config.logdir} does not exist, so it holds no run to continue; leave "
+                          "--resume out to start one there (or --auto_resume: continue if it holds one, else start)")
     if check_logdir_writable:
         _check_writable_dir(config.logdir)
     return config

@@ -18,13 +18,19 @@ from hvd_dqn.logdir.checkpoint import CheckpointError
 from hvd_dqn.run import distributed
 
 define_flags()
+flags.DEFINE_integer("check_ranks", 0, "Check every setting for a job of this many ranks (each rank's share of the "
+                     "envs, replay memory and batch included) in this one process and exit without training: 0 "
+                     "trains. scripts/train.sh checks so before it starts the ranks, so that a bad setting is one "
+                     "line at any number of ranks.")
 PROGRAM = "hvd_dqn.train"
 
 
 def fail(message: str) -> None:
     """Ends this rank with exit code 2; rank 0 alone prints the one-line reason."""
     if distributed.launcher_rank() == 0:
-        print(f"{PROGRAM}: error: {message}", file=sys.stderr, flush=True)
+        # One write: a launcher that tags each rank's output (mpirun's [1,0]<stderr>:) tags each write.
+        sys.stderr.write(f"{PROGRAM}: error: {message}\n")
+        sys.stderr.flush()
     else:
         # Every rank finds the same error, but a launcher stops the whole job when the first rank exits; a
         # short wait lets rank 0 be that rank, so its message is printed instead of being cut off.
@@ -49,6 +55,14 @@ def main(argv) -> None:
         config = config_from_flags(check_logdir_writable=rank == 0)
     except ConfigError as error:
         fail(str(error))
+    if flags.FLAGS.check_ranks:
+        from hvd_dqn.rank_split import check_world
+
+        try:
+            check_world(config, flags.FLAGS.check_ranks)
+        except ConfigError as error:
+            fail(str(error))
+        return
     # Imported once the flags are checked: TensorFlow's import takes seconds, and a bad flag is answered
     # without it.
     from hvd_dqn.run.trainer import Trainer

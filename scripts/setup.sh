@@ -156,6 +156,16 @@ fi
 log "installing hvd_dqn (editable) with its MinAtar, cloud, Ray and Spark extras, and its test requirements"
 "${pip[@]}" install -c constraints.txt -e '.[minatar,cloud,ray,spark]' pytest pytest-xdist jsonschema 'moto[server]' gcp-storage-emulator
 
+# --- TensorFlow's import chatter, kept out of every process of the venv -----------------------------------------
+# hvd_dqn's own processes drop TensorFlow 2.18's three CUDA-factory lines when they import it
+# (hvd_dqn/quiet_tensorflow.py), but horovodrun's launcher imports TensorFlow too (its check of the frameworks
+# Horovod was built with, in a forked process), and those lines would stand above every job's output, a one-line
+# error's included. A .pth file runs at every start of the venv's interpreter: it imports hvd_dqn (which hooks
+# TensorFlow's first import and selects Keras 2) wherever hvd_dqn is installed, so the fork inherits the hook.
+site_packages="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+printf '%s\n' 'import sys; exec("try:\n import hvd_dqn\nexcept Exception:\n pass")' \
+  >"$site_packages/hvd_dqn_quiet_tensorflow.pth"
+
 # --- A one-line fix to tf-keras 2.18.0 --------------------------------------------------------------------
 # tf-keras seeds its initializers with random.randint(1, 1e9); Python 3.12 refuses a float bound there
 # ("'float' object cannot be interpreted as an integer"), so every layer built after a seed is set fails.

@@ -4,6 +4,9 @@ import csv
 import dataclasses
 import json
 import re
+import subprocess
+import sys
+import textwrap
 
 import imageio.v2 as imageio
 import numpy as np
@@ -19,7 +22,7 @@ from hvd_dqn.envs import (AtariSettings, atari_game, env_seeds, learning_discoun
 from hvd_dqn.logdir import checkpoint
 from hvd_dqn.logdir.video import check_video_path, record_episode, write_video
 
-from conftest import PYTHON, REPO, horovodrun, python_module, run
+from conftest import PYTHON, REPO, horovodrun, python_module, run, subprocess_env
 
 
 @pytest.mark.parametrize("env_id, game", [("pong", "pong"), ("Pong", "pong"), ("ALE/Pong-v5", "pong"),
@@ -172,6 +175,30 @@ def test_classic_control_video_uses_gymnasiums_rendering(tmp_path):
     assert len(episode.frames) == episode.length + 1 and episode.episode_return == episode.length
     assert episode.frames[0].shape == (400, 600, 3)
     write_video(str(tmp_path / "cartpole.mp4"), episode.frames, episode.frames_per_second)
+    assert (tmp_path / "cartpole.mp4").stat().st_size > 0
+
+
+def test_filming_classic_control_without_a_display_writes_nothing_to_stderr(tmp_path):
+    """pygame's start-up on a host without a display made SDL write "error: XDG_RUNTIME_DIR is invalid or not set"
+    for a video that was written fine; filmed in a process of its own (pygame starts once per process), with no
+    display in its environment, nothing reaches stderr."""
+    code = textwrap.dedent(f"""
+        import numpy as np
+        from hvd_dqn.config import TrainConfig
+        from hvd_dqn.logdir.video import record_episode, write_video
+
+        class Left:
+            def select_actions(self, observation, epsilon):
+                return np.zeros(len(observation), dtype=np.int64)
+
+        episode = record_episode(Left(), TrainConfig(env_id="CartPole-v1"), epsilon=0.0, seed=0)
+        write_video({str(tmp_path / "cartpole.mp4")!r}, episode.frames, episode.frames_per_second)
+    """)
+    environment = {name: value for name, value in subprocess_env().items()
+                   if name not in ("DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "SDL_VIDEODRIVER")}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment,
+                            timeout=120)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
     assert (tmp_path / "cartpole.mp4").stat().st_size > 0
 
 

@@ -67,6 +67,42 @@ def test_under_horovodrun_only_rank_0_reports(tmp_path):
     # horovodrun adds its own summary of the failed job; the ranks themselves print no traceback.
     assert not [line for line in (result.stdout + result.stderr).splitlines()
                 if line.startswith(("[0]", "[1]")) and "Traceback" in line]
+    # Nor does the launcher's own import of TensorFlow (the venv's hvd_dqn_quiet_tensorflow.pth, scripts/setup.sh).
+    assert "Unable to register" not in result.stdout + result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("np_, flags, expected", [
+    (2, ["--batch_size=-32"], "hvd_dqn.train: error: --batch_size=-32: must be a positive integer"),
+    (3, [], "hvd_dqn.train: error: --num_envs=8 (the job's envs) must split evenly over the 3 ranks"),
+], ids=["bad-value", "world-does-not-split"])
+def test_scripts_train_sh_says_a_bad_setting_in_one_line_at_any_number_of_ranks(tmp_path, np_, flags, expected):
+    """What a user types: `NP=2 scripts/train.sh --batch_size=-32`. The settings are checked for the job's ranks in
+    one process first (--check_ranks), so the line stands alone: no rank's copy of it, no launcher's report, no
+    TensorFlow import chatter (the horovodrun launcher's included)."""
+    from conftest import environment, run
+
+    with environment(NP=str(np_), FLAGFILE="configs/cartpole.flags"):
+        result = run(["bash", str(REPO / "scripts" / "train.sh"), f"--logdir={tmp_path / 'run'}", *flags],
+                     timeout=180, check=False)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = [line for line in (result.stdout + result.stderr).splitlines()
+             if line.strip() and not line.startswith("[setup] already set up")]
+    assert len(lines) == 1 and lines[0].startswith(expected), result.stdout + result.stderr
+
+
+def test_check_ranks_accepts_a_job_that_splits_and_trains_nothing(tmp_path):
+    result = python_module("hvd_dqn.train", [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+                                             f"--logdir={tmp_path / 'run'}", "--check_ranks=4"], timeout=120)
+    assert result.returncode == 0 and not (tmp_path / "run" / "checkpoints").exists()
+
+
+def test_a_resume_of_a_logdir_that_does_not_exist_is_one_line_and_leaves_no_folder(tmp_path):
+    result = python_module("hvd_dqn.train", [f"--logdir={tmp_path / 'missing' / 'run'}", "--resume"], timeout=120,
+                           check=False)
+    assert _error_line(result) == (f"hvd_dqn.train: error: --resume: --logdir={tmp_path / 'missing' / 'run'} does "
+                                   "not exist, so it holds no run to continue; leave --resume out to start one there "
+                                   "(or --auto_resume: continue if it holds one, else start)")
+    assert not (tmp_path / "missing").exists()
 
 
 def test_defaults_are_valid_and_each_field_is_checked(tmp_path):

@@ -60,12 +60,16 @@ def test_a_signal_to_horovodrun_ends_every_rank(tmp_path, controller, signum):
     text = log.read_text()
     if signum == signal.SIGKILL:
         return  # the ranks may stop with a checkpoint or without one; they must not train on
-    assert "stopped by " in text and " holds everything" in text, text[-3000:]
+    # Without --checkpoint_replay the stop says what the checkpoint lacks and what a resume does instead.
+    assert "stopped by " in text and (" holds the networks, the optimizer and the counters, not the ranks' memories "
+                                      "(--checkpoint_replay keeps them): --resume refills each rank's replay memory "
+                                      "with ") in text, text[-3000:]
     latest = checkpoint.latest_checkpoint(str(logdir))
     stopped_at = checkpoint.read_counters(latest)["env_steps"]
     resumed = horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", *CARTPOLE, f"--logdir={logdir}", "--resume",
                              f"--total_env_steps={stopped_at + 1000}"], timeout=300)
     assert f"resumed from {latest} at {stopped_at:,} env steps" in resumed.stdout + resumed.stderr
+    assert "; refilling each rank's replay memory with " in resumed.stdout + resumed.stderr
 
 
 def test_the_launcher_chain_is_what_started_the_ranks():

@@ -82,8 +82,15 @@ def _record_atari(actor, game: str, config, epsilon: float, seed: int) -> Record
 
 
 def _record_gymnasium(actor, env_id: str, epsilon: float, seed: int) -> RecordedEpisode:
+    import os
+
     import gymnasium
 
+    # Classic control draws with pygame, whose start-up asks SDL for a video driver even to draw off screen; on a
+    # host without a display SDL then writes "error: XDG_RUNTIME_DIR is invalid or not set" to stderr, for a
+    # video that is written fine. Off screen its dummy driver is all the drawing needs.
+    if not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY")):
+        os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
     env = gymnasium.make(env_id, render_mode="rgb_array")
     observation, _ = env.reset(seed=env_seeds(seed, 1)[0])
     frames = [env.render()]

@@ -47,6 +47,25 @@ class Checkpointing:
         self.store = store
         self.logdir = logdir
 
+    # --- what a checkpoint holds ---------------------------------------------------------------------------------
+    def contents(self, world_size: int) -> str:
+        """What this job's checkpoints hold, and so what --resume continues, said after "checkpoint PATH"."""
+        if self.config.checkpoint_replay:
+            return ("holds the networks, the optimizer, the counters and every rank's memory (and its emulators "
+                    "where they can be saved): --resume continues the run exactly")
+        return ("holds the networks, the optimizer and the counters, not the ranks' memories (--checkpoint_replay "
+                "keeps them): --resume " + self._without_memories(world_size, "refills", "starts"))
+
+    def _without_memories(self, world_size: int, refill: str = "refilling", start: str = "starting") -> str:
+        """What a resume without the ranks' memories does instead, with the verbs `refill` and `start`."""
+        from hvd_dqn.agent.factory import learns_from_replay
+        from hvd_dqn.rank_split import rank_learning_starts
+
+        if not learns_from_replay(self.config):
+            return f"{start} a new rollout on every rank"
+        return (f"{refill} each rank's replay memory with {rank_learning_starts(self.config, world_size):,} "
+                "transitions before updating again (a run that does not repeat the unstopped one exactly)")
+
     # --- starting -----------------------------------------------------------------------------------------
     def check_shared_logdir(self, world) -> None:
         """Collective: with --checkpoint_replay every rank writes into --logdir, so all must see the same
@@ -220,9 +239,7 @@ class Checkpointing:
             if digests[:len(expected)] != expected:
                 logging.error("restored replay digests %s differ from those saved %s", digests, expected)
         logging.info("resumed from %s at %s env steps, %s updates%s", path, f"{resumed.env_steps:,}",
-                     f"{resumed.updates:,}",
-                     "" if any(digests) else f"; refilling replay memory with {self.config.learning_starts:,} "
-                                             "transitions per rank before updating again")
+                     f"{resumed.updates:,}", "" if any(digests) else "; " + self._without_memories(world.size))
         if any(digests):
             with_emulators = sum(outcome[3] for outcome in outcomes)
             logging.info("emulator states saved with %d of %d ranks' memories: %s", with_emulators, world.size,

@@ -282,9 +282,9 @@ class Trainer:
             self._checkpoint()
         self.clock.stop()
         if self.stop_rules.stopped_by and self.world.is_chief:
-            logging.info("stopped by %s at %s env steps; checkpoint %s holds everything. To continue, run the "
-                         "same command with --resume", self.stop_rules.stopped_by, f"{self.counters.env_steps:,}",
-                         self.checkpoints.complete_checkpoints()[-1])
+            logging.info("stopped by %s at %s env steps; checkpoint %s %s. To continue, run the same command with "
+                         "--resume", self.stop_rules.stopped_by, f"{self.counters.env_steps:,}",
+                         self.checkpoints.complete_checkpoints()[-1], self.checkpoints.contents(self.world.size))
         if self.writer:
             self.writer.close()
             self.writer = None

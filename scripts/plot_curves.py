@@ -6,7 +6,9 @@
 
 Each positional argument is one curve, `[label=]logdir[,logdir...]`. A curve is the mean over the last
 --window episodes at each point; its band is the range over the run's ranks (one logdir) or over the runs
-(several logdirs, e.g. seeds). Evaluation returns are drawn as markers. See hvd_dqn/logdir/curves.py.
+(several logdirs, e.g. seeds), drawn where there are two or more. Evaluation returns are drawn as markers, and the
+target return as a dashed line: --target, or the runs' own --stop_at_train_return where they share one. See
+hvd_dqn/logdir/curves.py.
 """
 import argparse
 import os
@@ -21,6 +23,9 @@ def main(argv=None) -> int:
     parser.add_argument("--out", required=True, help="PNG file to write.")
     parser.add_argument("--window", type=int, default=10, help="Episodes averaged at each point (default 10).")
     parser.add_argument("--title", default=None, help="Figure title (default: the environment ids).")
+    parser.add_argument("--target", type=float, default=None,
+                        help="A return to draw as a dashed line (default: the runs' --stop_at_train_return, where "
+                             "they all have the same one).")
     args = parser.parse_args(argv)
 
     from hvd_dqn.logdir.curves import CurveError, load_run, make_curve, parse_curve_argument
@@ -33,14 +38,16 @@ def main(argv=None) -> int:
         folder = os.path.dirname(os.path.abspath(args.out))
         if not os.path.isdir(folder):
             raise CurveError(f"--out={args.out}: folder {folder} does not exist")
-        curves, env_ids, frames_per_step = [], set(), set()
+        curves, env_ids, frames_per_step, targets = [], set(), set(), set()
         for argument in args.curves:
             label, logdirs = parse_curve_argument(argument)
             runs = [load_run(logdir) for logdir in logdirs]
             env_ids.update(run.env_id for run in runs)
             frames_per_step.update(run.frames_per_step for run in runs)
+            targets.update(run.target_return for run in runs)
             curves.append(make_curve(label, runs, args.window))
-        draw(curves, args.out, args.title or ", ".join(sorted(env_ids)), frames_per_step == {1}, args.window)
+        target = args.target if args.target is not None else (targets.pop() if len(targets) == 1 else None)
+        draw(curves, args.out, args.title or ", ".join(sorted(env_ids)), frames_per_step == {1}, args.window, target)
     except (CurveError, OSError) as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
         return 2
@@ -48,7 +55,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def draw(curves, path: str, title: str, steps_are_frames: bool, window: int) -> None:
+def draw(curves, path: str, title: str, steps_are_frames: bool, window: int, target=None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")  # files only; no display needed
@@ -59,12 +66,16 @@ def draw(curves, path: str, title: str, steps_are_frames: bool, window: int) -> 
     figure, axes = plt.subplots(figsize=(8, 5), dpi=120)
     for index, curve in enumerate(curves):
         color = f"C{index}"
+        banded = curve.group_size > 1  # one rank's or one run's curve has no range to draw
         axes.plot(curve.points, curve.mean, color=color,
-                  label=f"{curve.label} (band: {curve.group_size} {curve.group})")
-        axes.fill_between(curve.points, curve.low, curve.high, color=color, alpha=0.2, linewidth=0)
+                  label=f"{curve.label} (band: range over {curve.group_size} {curve.group})" if banded else curve.label)
+        if banded:
+            axes.fill_between(curve.points, curve.low, curve.high, color=color, alpha=0.2, linewidth=0)
         for eval_index, (points, returns) in enumerate(zip(curve.eval_points, curve.eval_returns)):
             axes.plot(points, returns, "o", color=color, markersize=4, markeredgecolor="black",
                       markeredgewidth=0.5, label=f"{curve.label} evaluation" if eval_index == 0 and len(points) else None)
+    if target is not None:
+        axes.axhline(target, color="black", linestyle="--", linewidth=1, label=f"target {target:g}")
     axes.set_xlabel("env steps (summed over ranks)" if steps_are_frames else "emulator frames (summed over ranks)")
     axes.set_ylabel(f"episode return (raw score; mean of last {window} episodes)")
     axes.set_title(title)

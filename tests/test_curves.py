@@ -205,3 +205,30 @@ def test_the_atari_suite_refuses_a_run_short_of_the_window(tmp_path):
     assert result.stderr.strip() == (f"atari_suite.py: error: {folder}: the run did not reach the end of window 3 "
                                      "(1,000,000 agent steps)")
 
+
+
+def test_a_curve_without_a_range_draws_no_band_and_the_runs_target_is_a_line(tmp_path, monkeypatch):
+    """One rank's run has no range to draw: its legend names no band. A run with --stop_at_train_return gets that
+    return as a dashed line, unless --target names another."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("plot_curves", REPO / "scripts" / "plot_curves.py")
+    plot_curves = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot_curves)
+    one_rank = _write_run(tmp_path / "one", "CartPole-v1", [(100, 0, 20.0), (200, 0, 60.0)], [], 200)
+    config = tmp_path / "one" / "config.json"
+    config.write_text(json.dumps({"env_id": "CartPole-v1", "stop_at_train_return": 475.0}))
+    two_ranks = _write_run(tmp_path / "two", "CartPole-v1", [(100, 0, 20.0), (100, 1, 30.0)], [], 200)
+    assert load_run(one_rank).target_return == 475.0 and load_run(two_ranks).target_return is None
+    drawn = []
+    monkeypatch.setattr("hvd_dqn.logdir.curves.save_figure", lambda figure, path: drawn.append(figure))
+    for argv, target in (([one_rank], 475.0), ([one_rank, "--target=300"], 300.0)):
+        assert plot_curves.main([*argv, f"--out={tmp_path / 'x.png'}"]) == 0
+        axes = drawn[-1].axes[0]
+        assert [text.get_text() for text in axes.get_legend().get_texts()] == ["one", f"target {target:g}"]
+        assert not axes.collections  # no band
+        assert [line.get_ydata()[0] for line in axes.lines if line.get_linestyle() == "--"] == [target]
+    assert plot_curves.main([two_ranks, f"--out={tmp_path / 'y.png'}"]) == 0
+    axes = drawn[-1].axes[0]
+    assert [text.get_text() for text in axes.get_legend().get_texts()] == ["two (band: range over 2 ranks)"]
+    assert len(axes.collections) == 1

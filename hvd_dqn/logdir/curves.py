@@ -35,6 +35,7 @@ class RunLog:
     eval_frames: np.ndarray
     eval_returns: np.ndarray
     final_frames: int  # the last env frame count the run logged
+    target_return: Optional[float] = None  # the run's --stop_at_train_return, if it had one
 
 
 def load_run(logdir: str) -> RunLog:
@@ -58,13 +59,14 @@ def load_run(logdir: str) -> RunLog:
         raise CurveError(f"{logdir}: no such folder")
     if not os.path.exists(episodes_path):
         raise CurveError(f"{logdir}: no episodes.csv (is it a hvd_dqn.train --logdir that has logged at least once?)")
-    env_id, frames_per_step = "?", 1
+    env_id, frames_per_step, target = "?", 1, None
     config_path = os.path.join(logdir, "config.json")
     if os.path.exists(config_path):
         from hvd_dqn.envs import frames_per_step as frames_per_step_of
 
         with open(config_path) as handle:
-            env_id = json.load(handle).get("env_id", "?")
+            config = json.load(handle)
+        env_id, target = config.get("env_id", "?"), config.get("stop_at_train_return")
         frames_per_step = frames_per_step_of(env_id) if env_id != "?" else 1
     episodes = _read_columns(episodes_path, ("env_frames", "rank", "return"))
     wall_s = _read_columns(episodes_path, ("wall_s",), optional=True)["wall_s"]
@@ -76,7 +78,8 @@ def load_run(logdir: str) -> RunLog:
                   episode_returns=episodes["return"], episode_wall_s=wall_s,
                   eval_frames=metrics["env_frames"][has_eval],
                   eval_returns=metrics["eval_return_mean"][has_eval],
-                  final_frames=int(np.max(logged)) if len(logged) else 0)
+                  final_frames=int(np.max(logged)) if len(logged) else 0,
+                  target_return=float(target) if target is not None and np.isfinite(float(target)) else None)
 
 
 def _read_columns(path: str, names, optional: bool = False) -> Dict[str, np.ndarray]:

@@ -9,7 +9,7 @@ import pytest
 from hvd_dqn.agent.schedules import LinearSchedule
 from hvd_dqn.logdir import checkpoint
 
-from conftest import PYTHON, REPO, horovodrun, python_module, traced_by_rank, writes_under
+from conftest import PYTHON, REPO, horovodrun, python_module, run, traced_by_rank, writes_under
 
 # A short run: enough updates and checkpoints to exercise every phase, not to learn.
 SHORT_RUN = ["--env_id=CartPole-v1", "--num_envs=2", "--learning_starts=200", "--batch_size=32",
@@ -145,29 +145,38 @@ def test_resumed_run_continues_the_counters_and_keeps_learning(tmp_path):
     assert not np.array_equal(online_weights(halfway), online_weights(final_path))
 
 
-def test_cartpole_preset_is_solved_within_100k_env_steps(tmp_path):
-    """Solved as gymnasium defines it for CartPole-v1: the last 100 training episodes, as played, average at
-    least 475; the preset stops there. The preset at one rank and its default seed: the scaling study's run of
-    that seed solved at 66,008 env steps (results/scaling/cartpole_default.json). One rank, because the suite
-    runs two test files at once: a two-rank job updates in lockstep, and sharing the cores with another test
-    made it take 2.6 times as long as alone. Two to eight ranks learning to the same score are the studies of
-    results/scaling/ and results/time_to_score/; that the ranks keep one model is tests/test_distributed.py."""
-    logdir = tmp_path / "run"
-    python_module("hvd_dqn.train", [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", f"--logdir={logdir}"],
-                  timeout=1500)
-    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
-    assert final["env_steps"] <= 100_000
-    with open(logdir / "episodes.csv") as handle:
-        played = [float(row["return"]) for row in csv.DictReader(handle)]
-    # The stop rule's window is the episodes.csv's last 100 rows, and it averages at least 475.
-    assert final["recent_returns"] == played[-100:]
-    assert np.mean(played[-100:]) >= 475, (final["env_steps"], np.mean(played[-100:]))
-    # A fresh greedy evaluation of the stopped policy on 20 episodes of seeds training never used.
+def _first_run_commands():
+    """The README's first-run commands, as typed: the code block under "A first run"."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## A first run", 1)[1]
+    block = section.split("```bash", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.strip().splitlines() if line.strip()]
+
+
+def test_the_readmes_first_run_works_as_typed(tmp_path):
+    """The README's first commands, each run as typed in the repository's folder with only `runs/` moved to a
+    temporary folder: DQN's CartPole preset is solved as gymnasium defines it (the last 100 training episodes,
+    as played, average at least 475; the scaling study's run of its seed solved at 66,008 env steps,
+    results/scaling/cartpole_default.json), its greedy policy plays 20 fresh episodes at 450 or more and is
+    filmed, its curve is drawn, and PQN's preset is solved too. One rank each, because the suite runs two test
+    files at once: a two-rank job updates in lockstep and sharing the cores made it 2.6 times slower."""
+    commands = _first_run_commands()
+    assert len(commands) == 4 and commands[0].startswith("FLAGFILE=configs/cartpole.flags scripts/train.sh")
+    runs = tmp_path / "runs"
+    for command in commands:
+        result = run(["bash", "-c", command.replace("runs/", f"{runs}/")], timeout=1500, check=False)
+        assert result.returncode == 0, (command, result.stdout[-3000:], result.stderr[-3000:])
+    for logdir, budget in ((runs / "cp", 100_000), (runs / "cp_pqn", 500_000)):
+        final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+        with open(logdir / "episodes.csv") as handle:
+            played = [float(row["return"]) for row in csv.DictReader(handle)]
+        assert final["env_steps"] <= budget and final["recent_returns"] == played[-100:]
+        assert np.mean(played[-100:]) >= 475, (logdir, final["env_steps"], np.mean(played[-100:]))
+    assert (runs / "cp" / "cartpole.mp4").stat().st_size > 0 and (runs / "cp" / "cartpole.png").stat().st_size > 0
     report = tmp_path / "eval.json"
-    python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=20", f"--json={report}"], timeout=300)
+    python_module("hvd_dqn.evaluate", [f"--logdir={runs / 'cp'}", "--episodes=20", f"--json={report}"], timeout=300)
     result = json.loads(report.read_text())
-    assert result["episodes"] == 20
-    assert result["mean_return"] >= 450, result
+    assert result["episodes"] == 20 and result["mean_return"] >= 450, result
 
 
 @pytest.mark.parametrize("rank_scaling", ["batch", "updates"])

@@ -141,9 +141,14 @@ class TrainConfig:
     update_epochs: int = 4  # passes over each rollout
     q_lambda: float = 0.65  # lambda of the Q(lambda) returns: 0 bootstraps every step, 1 only at the rollout's end
 
-    # QR-DQN (agent="qrdqn", Dabney et al. 2017; hvd_dqn.agent.qrdqn, where their help texts and checks are).
-    num_quantiles: int = 200  # quantiles of the return per action (Dopamine's num_atoms)
-    kappa: float = 1.0  # the quantile Huber loss's threshold on the quantile TD error
+    # QR-DQN (agent="qrdqn", Dabney et al. 2017) and IQN (agent="iqn", Dabney et al. 2018); their help texts and
+    # checks are in hvd_dqn.agent.qrdqn and hvd_dqn.agent.iqn.
+    num_quantiles: int = 200  # QR-DQN: quantiles of the return per action (Dopamine's num_atoms)
+    kappa: float = 1.0  # both: the quantile Huber loss's threshold on the quantile TD error
+    num_tau_samples: int = 64  # IQN: levels tau per transition for the online network (N)
+    num_tau_prime_samples: int = 64  # IQN: levels tau' per transition for the target's samples (N')
+    num_quantile_samples: int = 32  # IQN: levels whose mean values choose actions (K)
+    quantile_embedding_dim: int = 64  # IQN: cosines embedding each tau (n)
 
     # Logging, evaluation, checkpoints.
     logdir: str = "runs/cartpole"

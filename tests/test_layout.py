@@ -91,13 +91,14 @@ def test_no_function_takes_more_than_10_parameters():
 
 
 def test_the_run_machinery_knows_the_agents_only_through_their_interface():
-    """DQN, QR-DQN and PQN live whole under agent/dqn/, agent/qrdqn/ and agent/pqn/; no module of run/ imports any:
+    """DQN, QR-DQN, IQN and PQN live whole under their folders of agent/; no module of run/ imports any:
     the trainer, checkpoints, metrics, stopping and the memory pre-flight ask the agent (agent/interface.py), which
     the factory (agent/factory.py) builds from its registry entry."""
     graph = import_graph()
     agents = {name for name in graph if name.startswith(("hvd_dqn.agent.dqn", "hvd_dqn.agent.pqn",
-                                                          "hvd_dqn.agent.qrdqn"))}
-    assert {"hvd_dqn.agent.dqn.agent", "hvd_dqn.agent.pqn.agent", "hvd_dqn.agent.qrdqn.agent"} <= agents
+                                                          "hvd_dqn.agent.qrdqn", "hvd_dqn.agent.iqn"))}
+    assert {"hvd_dqn.agent.dqn.agent", "hvd_dqn.agent.pqn.agent", "hvd_dqn.agent.qrdqn.agent",
+            "hvd_dqn.agent.iqn.agent"} <= agents
     reaching = {module: sorted(graph[module] & agents) for module in graph if module.startswith("hvd_dqn.run")}
     assert {module: imported for module, imported in reaching.items() if imported} == {}
     assert "hvd_dqn.agent.factory" in graph["hvd_dqn.run.trainer"]

@@ -1,8 +1,7 @@
 """QR-DQN (--agent=qrdqn): its loss against values worked by hand, its targets and greedy policy on networks whose
 outputs are set, quantile regression finding the quantiles of a known distribution, its one-line errors, and the
-agent trained end to end (2 ranks in step, exact resume, evaluate and export, CartPole solved)."""
+agent's CartPole preset solved (2 ranks in step, exact resume, evaluate and export: tests/test_distributional.py)."""
 import csv
-import json
 
 import numpy as np
 import pytest
@@ -16,7 +15,7 @@ from hvd_dqn.config import TrainConfig
 from hvd_dqn.agent.optimizers import make_optimizer
 from hvd_dqn.logdir import checkpoint
 
-from conftest import PYTHON, REPO, episodes_without_wall_time, horovodrun, python_module
+from conftest import REPO, python_module
 
 PRESET = f"--flagfile={REPO / 'configs' / 'cartpole_qrdqn.flags'}"
 
@@ -102,9 +101,9 @@ def test_the_greedy_policy_acts_on_the_mean_of_the_quantiles_and_exports_so(tmp_
     (["--loss=mse"], "--loss=mse: a setting of DQN and PQN (the TD loss on Q-values); --agent=qrdqn learns "
                      "quantiles of the return with the quantile Huber loss (--kappa). Leave it out, or use --agent=dqn"),
     (["--rollout_steps=64"], "--rollout_steps=64: a setting of PQN (PQN's rollout); --agent=qrdqn learns quantiles"),
-    (["--agent=dqn"], "--num_quantiles=50: a setting of QR-DQN (the quantiles of the return); --agent=dqn learns "
+    (["--agent=dqn"], "--num_quantiles=10: a setting of QR-DQN (the quantiles of the return); --agent=dqn learns "
                       "one Q-value per action. Leave it out, or use --agent=qrdqn"),
-    (["--agent=iqm"], "--agent=iqm: unknown agent; the agents are dqn, qrdqn, pqn"),
+    (["--agent=iqm"], "--agent=iqm: unknown agent; the agents are dqn, qrdqn, iqn, pqn"),
 ], ids=["one-quantile", "kappa-0", "kappa-negative", "dqn-loss", "pqn-setting", "setting-for-dqn", "unknown-agent"])
 def test_a_bad_setting_is_one_line(tmp_path, flags, message):
     result = python_module("hvd_dqn.train", [PRESET, f"--logdir={tmp_path / 'run'}", *flags], timeout=120,
@@ -112,47 +111,6 @@ def test_a_bad_setting_is_one_line(tmp_path, flags, message):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"hvd_dqn.train: error: {message}"), result.stderr
-
-
-# A short QR-DQN run on CartPole: enough updates and checkpoints to exercise every phase, not to learn.
-SHORT_RUN = [PRESET, "--num_envs=4", "--learning_starts=400", "--batch_size=32", "--replay_capacity=4000",
-             "--hidden_sizes=32,32", "--num_quantiles=8", "--eval_interval_env_steps=0", "--stop_at_train_return=inf",
-             "--log_interval_env_steps=500", "--checkpoint_interval_env_steps=1500", "--checkpoint_replay",
-             "--priority_beta_start=0.5", "--priority_beta_end=0.5"]  # a fixed exponent: halves equal the whole
-
-
-def test_two_ranks_train_one_model_resume_exactly_evaluate_and_export(tmp_path):
-    """2 ranks: the replicas' weights are equal at every checkpoint and moved; a run stopped at 1,500 env steps
-    and resumed from its checkpoint (with its replay memories) plays the episodes and ends with the weights of the
-    run that never stopped; evaluate and export act on the mean of the quantiles."""
-    whole, halves = tmp_path / "whole", tmp_path / "halves"
-    horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", *SHORT_RUN, f"--logdir={whole}", "--total_env_steps=3000"],
-               timeout=600)
-    horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", *SHORT_RUN, f"--logdir={halves}", "--total_env_steps=1500"],
-               timeout=600)
-    first = checkpoint.read_counters(checkpoint.latest_checkpoint(str(halves)))
-    horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", *SHORT_RUN, f"--logdir={halves}", "--total_env_steps=3000",
-                   "--resume"], timeout=600)
-    final_whole, final = (checkpoint.read_counters(checkpoint.latest_checkpoint(str(run))) for run in (whole, halves))
-    assert first["env_steps"] == 1500 and final["env_steps"] == 3000 and final["updates"] > first["updates"] > 0
-    digests = final_whole["replica_weight_digests"]
-    assert len(digests) == 2 and len(set(digests)) == 1  # the two replicas hold one model
-    assert first["replica_weight_digests"] != digests  # and it learned between the checkpoints
-    assert final["replica_weight_digests"] == digests  # exact resume: the weights of the run that never stopped
-    assert episodes_without_wall_time(halves / "episodes.csv") == episodes_without_wall_time(whole / "episodes.csv")
-
-    report = tmp_path / "eval.json"
-    python_module("hvd_dqn.evaluate", [f"--logdir={whole}", "--episodes=4", f"--json={report}"], timeout=300)
-    assert json.loads(report.read_text())["episodes"] == 4
-    out = tmp_path / "policy"
-    python_module("hvd_dqn.export", [f"--logdir={whole}", f"--out={out}"], timeout=300)
-    serve = tf.saved_model.load(str(out)).signatures["serving_default"]
-    _, env, q_network = checkpoint.load_online_network(checkpoint.latest_checkpoint(str(whole)))
-    env.close()
-    observation = np.random.default_rng(1).normal(size=(64, 4)).astype(np.float32)
-    served = serve(observation=tf.constant(observation))
-    np.testing.assert_allclose(served["q_values"].numpy(), q_network(observation).numpy(), rtol=1e-6, atol=1e-6)
-    assert served["q_values"].shape == (64, 2)  # one value per action: the quantiles' mean
 
 
 def test_cartpole_qrdqn_preset_is_solved_within_its_budget(tmp_path):

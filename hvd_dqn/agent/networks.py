@@ -96,12 +96,18 @@ def build_mlp_q_network(observation_shape: Tuple[int, ...], num_actions: int, hi
                         head: Head = Head()) -> tf.keras.Model:
     """A fully connected Q-network for vector observations: ReLU hidden layers shared by the linear output
     (or, dueling, by linear value and advantage layers), Q-values (B, actions)."""
+    observation, hidden = _mlp_torso(observation_shape, hidden_sizes, layer_norm, head)
+    return tf.keras.Model(observation, q_head(hidden, num_actions, dueling, head=head), name=name)
+
+
+def _mlp_torso(observation_shape, hidden_sizes: Sequence[int], layer_norm: bool, head: Head):
+    """(input, features): the vector observation through ReLU layers of `hidden_sizes`."""
     observation = tf.keras.Input(shape=observation_shape, dtype=tf.float32, name="observation")
     hidden = tf.keras.layers.Flatten()(observation)
     for index, width in enumerate(hidden_sizes):
         hidden = hidden_layer(dense(width, f"hidden_{index}", layer_norm, head), hidden, f"hidden_{index}",
                               layer_norm)
-    return tf.keras.Model(observation, q_head(hidden, num_actions, dueling, head=head), name=name)
+    return observation, hidden
 
 
 def build_nature_cnn_q_network(observation_shape: Tuple[int, ...], num_actions: int,
@@ -117,6 +123,13 @@ def build_nature_cnn_q_network(observation_shape: Tuple[int, ...], num_actions: 
     NatureDQNNetwork (google/dopamine, dopamine/jax/networks.py) a larger network than the paper's: 84x84 ->
     21x21 -> 11x11 -> 11x11, so 7,744 features into the 512-unit layer instead of 3,136.
     """
+    frames, hidden = _nature_cnn_torso(observation_shape, padding, layer_norm, head)
+    return tf.keras.Model(frames, q_head(hidden, num_actions, dueling, stream_width=512, layer_norm=layer_norm,
+                                         head=head), name=name)
+
+
+def _nature_cnn_torso(observation_shape, padding: str, layer_norm: bool, head: Head):
+    """(input, features): stacked uint8 frames through the Nature CNN's three convolutions, flattened."""
     frames = tf.keras.Input(shape=observation_shape, dtype=tf.uint8, name="frames")
     hidden = tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32) / 255.0, name="scale")(frames)
     hidden = tf.keras.layers.Permute((2, 3, 1), name="channels_last")(hidden)
@@ -125,9 +138,7 @@ def build_nature_cnn_q_network(observation_shape: Tuple[int, ...], num_actions: 
                                              activation=None if layer_norm else "relu", name=f"conv_{index}",
                                              kernel_initializer=head.kernel_initializer())
         hidden = hidden_layer(convolution, hidden, f"conv_{index}", layer_norm)
-    hidden = tf.keras.layers.Flatten()(hidden)
-    return tf.keras.Model(frames, q_head(hidden, num_actions, dueling, stream_width=512, layer_norm=layer_norm,
-                                         head=head), name=name)
+    return frames, tf.keras.layers.Flatten()(hidden)
 
 
 def build_minatar_q_network(observation_shape: Tuple[int, ...], num_actions: int, name: str = "q_network",
@@ -138,13 +149,18 @@ def build_minatar_q_network(observation_shape: Tuple[int, ...], num_actions: int
 
     Input: the game's bool grids (B, 10, 10, channels), channels last as MinAtar returns them, cast to float
     inside the model so the replay memory and the device only see the compact bools."""
+    grid, hidden = _minatar_torso(observation_shape, layer_norm, head)
+    return tf.keras.Model(grid, q_head(hidden, num_actions, dueling, stream_width=128, layer_norm=layer_norm,
+                                       head=head), name=name)
+
+
+def _minatar_torso(observation_shape, layer_norm: bool, head: Head):
+    """(input, features): MinAtar's bool grids through its one convolution, flattened."""
     grid = tf.keras.Input(shape=observation_shape, dtype=tf.bool, name="grid")
     hidden = tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32), name="to_float")(grid)
     convolution = tf.keras.layers.Conv2D(16, 3, strides=1, padding="valid", activation=None if layer_norm else "relu",
                                          name="conv", kernel_initializer=head.kernel_initializer())
-    hidden = tf.keras.layers.Flatten()(hidden_layer(convolution, hidden, "conv", layer_norm))
-    return tf.keras.Model(grid, q_head(hidden, num_actions, dueling, stream_width=128, layer_norm=layer_norm,
-                                       head=head), name=name)
+    return grid, tf.keras.layers.Flatten()(hidden_layer(convolution, hidden, "conv", layer_norm))
 
 
 def is_image_observation(observation_shape: Tuple[int, ...], observation_dtype) -> bool:
@@ -157,15 +173,22 @@ def is_grid_observation(observation_shape: Tuple[int, ...], observation_dtype) -
     return len(observation_shape) == 3 and np.dtype(observation_dtype) == np.bool_
 
 
+def network_kind(network: str, observation_shape: Tuple[int, ...], observation_dtype) -> str:
+    """The network `network` names; "auto": the Nature CNN for stacked frames, MinAtar's CNN for bool grids,
+    the MLP for vector observations."""
+    if network != "auto":
+        return network
+    return ("nature_cnn" if is_image_observation(observation_shape, observation_dtype) else
+            "minatar_cnn" if is_grid_observation(observation_shape, observation_dtype) else "mlp")
+
+
 def build_q_network(observation_shape: Tuple[int, ...], observation_dtype, num_actions: int,
                     hidden_sizes: Sequence[int], name: str = "q_network", dueling: bool = False,
                     network: str = "auto", conv_padding: str = "valid", layer_norm: bool = False,
                     head: Head = Head()) -> tf.keras.Model:
     """The Q-network `network` names; "auto": the Nature CNN for stacked frames, MinAtar's CNN for bool grids,
     the MLP (`hidden_sizes`) for vector observations. `head`: one Q-value per action, or atoms of them."""
-    if network == "auto":
-        network = ("nature_cnn" if is_image_observation(observation_shape, observation_dtype) else
-                   "minatar_cnn" if is_grid_observation(observation_shape, observation_dtype) else "mlp")
+    network = network_kind(network, observation_shape, observation_dtype)
     if network == "nature_cnn":
         return build_nature_cnn_q_network(observation_shape, num_actions, name, dueling, conv_padding, layer_norm,
                                           head)
@@ -174,6 +197,19 @@ def build_q_network(observation_shape: Tuple[int, ...], observation_dtype, num_a
     if network == "mlp":
         return build_mlp_q_network(observation_shape, num_actions, hidden_sizes, name, dueling, layer_norm, head)
     raise ValueError(f"unknown network {network!r}")
+
+
+def feature_torso(config, spec, head: Head):
+    """(input, features, width) for a network that merges something into the torso's features before its last
+    hidden layer (IQN's quantile embedding): the Nature CNN's convolutions (then 512 units), MinAtar's (then 128),
+    or all but the last of --hidden_sizes (then the last), as `build_q_network` chooses the network."""
+    network = network_kind(config.network, spec.observation_shape, spec.observation_dtype)
+    if network == "nature_cnn":
+        return (*_nature_cnn_torso(spec.observation_shape, config.conv_padding, config.layer_norm, head), 512)
+    if network == "minatar_cnn":
+        return (*_minatar_torso(spec.observation_shape, config.layer_norm, head), 128)
+    return (*_mlp_torso(spec.observation_shape, config.hidden_sizes[:-1], config.layer_norm, head),
+            config.hidden_sizes[-1])
 
 
 def q_network_for(config, spec, name: str, head: Head = Head()) -> tf.keras.Model:

@@ -20,7 +20,7 @@ import importlib
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 # The packages whose `AGENT` is a built-in entry, in the order texts list them.
-BUILT_IN = ("hvd_dqn.agent.dqn", "hvd_dqn.agent.qrdqn", "hvd_dqn.agent.pqn")
+BUILT_IN = ("hvd_dqn.agent.dqn", "hvd_dqn.agent.qrdqn", "hvd_dqn.agent.iqn", "hvd_dqn.agent.pqn")
 ENTRY_POINT_GROUP = "hvd_dqn.agents"
 MEMORIES = ("replay", "rollout")
 
@@ -110,7 +110,8 @@ def settings_problem(name: str, changed: Mapping[str, object]) -> Optional[str]:
         if not owners:
             continue  # a setting every agent reads, or none
         what = owners[0].settings[setting]
-        titles = " and ".join(owner.title for owner in owners)
+        names = [owner.title for owner in owners]
+        titles = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
         return (f"--{setting}={_flag_text(value)}: a setting of {titles} ({what}); --agent={name} "
                 f"{chosen.without_them}. Leave it out, or use --agent={owners[0].name}")
     return None

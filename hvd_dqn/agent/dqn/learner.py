@@ -88,7 +88,7 @@ class DQNLearner(DistributedUpdate):
     def _stacks(self, frames, next_offset):
         """A FrameBatch's two stacks of observations. Only the compact uint8 frames cross to the device; both
         stacks are cut from them there."""
-        stack = self.online.input_shape[1]
+        stack = self.online.inputs[0].shape[1]  # the frames per stack (a network may take more inputs)
         return frames[:, :stack], tf.gather(frames, next_offset[:, None] + tf.range(stack)[None, :], batch_dims=1)
 
     def _step(self, observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights):

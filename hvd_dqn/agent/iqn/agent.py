@@ -1,0 +1,40 @@
+"""IQN as one rank runs it: DQN's replay memory, schedule and minibatch stream (`hvd_dqn.agent.dqn.agent`), with
+an implicit quantile network (`network`) and its learner (`learner.ImplicitQuantileLearner`). It acts greedily on
+the mean of Z at --num_quantile_samples evenly spaced levels: a deterministic policy, so runs, evaluations and the
+exported SavedModel repeat (Dopamine samples those levels at random at every action)."""
+from __future__ import annotations
+
+import numpy as np
+import tensorflow as tf
+
+from hvd_dqn.agent.dqn.agent import DQNAgent
+from hvd_dqn.agent.iqn.learner import ImplicitQuantileLearner
+from hvd_dqn.agent.iqn.network import build_implicit_quantile_network, mean_at_levels
+from hvd_dqn.agent.qrdqn.learner import quantile_midpoints
+from hvd_dqn.config import TrainConfig
+
+
+class IQNAgent(DQNAgent):
+    """A rank's IQN. Everything but the network and the update is DQN's: replay (uniform or prioritised, n-step),
+    the replay ratio, the target network's copies, acting ahead, drawing ahead, exact resume, --elastic."""
+
+    learner_class = ImplicitQuantileLearner
+
+    @classmethod
+    def build(cls, config: TrainConfig, spec, num_envs: int, replay_capacity: int, world_size: int,
+              sample_rng: np.random.Generator, rank_metrics) -> "IQNAgent":
+        """DQN's build; the learner's levels then take their seed from this rank's own stream's seed (the run's
+        seed + the rank), without drawing from it, so ranks sample levels of their own and a resume the same."""
+        agent = super().build(config, spec, num_envs, replay_capacity, world_size, sample_rng, rank_metrics)
+        agent.learner.seed = int(sample_rng.bit_generator.seed_seq.generate_state(1)[0])
+        return agent
+
+    @staticmethod
+    def network(config: TrainConfig, spec, name: str) -> tf.keras.Model:
+        network = build_implicit_quantile_network(config, spec, name, config.quantile_embedding_dim)
+        network.greedy_levels = quantile_midpoints(config.num_quantile_samples)  # for `q_values`
+        return network
+
+    @staticmethod
+    def q_values(network: tf.keras.Model) -> tf.keras.Model:
+        return mean_at_levels(network, network.greedy_levels)

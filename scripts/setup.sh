@@ -162,8 +162,9 @@ log "installing hvd_dqn (editable) with its MinAtar, cloud, Ray and Spark extras
 # Horovod was built with, in a forked process), and those lines would stand above every job's output, a one-line
 # error's included. A .pth file runs at every start of the venv's interpreter: it imports hvd_dqn (which hooks
 # TensorFlow's first import and selects Keras 2) wherever hvd_dqn is installed, so the fork inherits the hook.
+# HVD_DQN_NO_STARTUP_IMPORT=1 in the environment leaves a process bare (the tests of the bare stack use it).
 site_packages="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-printf '%s\n' 'import sys; exec("try:\n import hvd_dqn\nexcept Exception:\n pass")' \
+printf '%s\n' 'import os; exec("try:\n import hvd_dqn\nexcept Exception:\n pass") if not os.environ.get("HVD_DQN_NO_STARTUP_IMPORT") else None' \
   >"$site_packages/hvd_dqn_quiet_tensorflow.pth"
 
 # --- A one-line fix to tf-keras 2.18.0 --------------------------------------------------------------------

@@ -13,11 +13,15 @@ from hvd_dqn import quiet_tensorflow
 from conftest import REPO, subprocess_env
 
 
-def python(code: str) -> subprocess.CompletedProcess:
+def python(code: str, bare: bool = True) -> subprocess.CompletedProcess:
+    """`code` in a new interpreter of the venv. bare: without the venv's start-up import of hvd_dqn (the .pth file
+    scripts/setup.sh writes), so what a process does before and without importing hvd_dqn shows."""
     env = subprocess_env()
     # What hvd_dqn itself sets, not what the tests' environment does.
     env.pop("TF_USE_LEGACY_KERAS", None)
     env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+    if bare:
+        env["HVD_DQN_NO_STARTUP_IMPORT"] = "1"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env,
                           cwd=REPO)
 
@@ -48,6 +52,15 @@ def test_tensorflow_import_chatter_is_dropped_and_nothing_else():
     quiet = python("import sys, hvd_dqn, tensorflow\nprint('after the import', file=sys.stderr)")
     assert quiet.returncode == 0
     assert quiet.stderr.splitlines() == ["after the import"]
+
+
+def test_every_process_of_the_venv_starts_with_the_filter_and_keras_2():
+    """The venv's .pth imports hvd_dqn at every start, so a process that imports TensorFlow itself (horovodrun's
+    launcher, a user's script) gets neither the chatter nor Keras 3."""
+    started = python("import sys, tensorflow as tf\nprint(tf.keras.__name__)\nprint('after', file=sys.stderr)",
+                     bare=False)
+    assert started.returncode == 0 and started.stderr.splitlines() == ["after"], started.stderr
+    assert started.stdout.startswith("tf_keras")
 
 
 def test_the_filter_passes_every_other_line_as_written():
@@ -88,6 +101,7 @@ def without_a_gpu(tmp_path, driver_library: str) -> dict:
         pytest.skip("this host has an NVIDIA driver; the condition under test is a host without one")
     env = subprocess_env()
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env["HVD_DQN_NO_STARTUP_IMPORT"] = "1"  # each process imports hvd_dqn itself, or not at all
     if driver_library == "no-device":
         if shutil.which("gcc") is None:
             pytest.skip("gcc is needed to build the fake libcuda.so.1 (scripts/setup.sh installs g++ with it)")
@@ -110,7 +124,9 @@ def test_no_cuda_noise_and_one_line_errors_on_a_host_without_a_gpu(tmp_path, dri
     quiet = subprocess.run([sys.executable, "-c", "import hvd_dqn\n" + USE_DEVICES], capture_output=True,
                            text=True, timeout=120, env=env, cwd=REPO)
     assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "3\n", "")
-    # A command's one-line error after TensorFlow has started (looking for checkpoints needs it).
+    # A command's one-line error after TensorFlow has started (looking for checkpoints needs it; in a folder that
+    # exists, since a missing one is refused before).
+    (tmp_path / "run").mkdir()
     result = subprocess.run([sys.executable, "-m", "hvd_dqn.train", f"--logdir={tmp_path}/run", "--resume"],
                             capture_output=True, text=True, timeout=120, env=env, cwd=REPO)
     assert (result.returncode, result.stderr) == (

@@ -110,3 +110,30 @@ def wall_seconds(path) -> list:
     lines = pathlib.Path(path).read_text().splitlines()
     column = lines[0].split(",").index("wall_s")
     return [float(line.split(",")[column]) for line in lines[1:]]
+
+
+def train_error_line(flags) -> str:
+    """The one line `python -m hvd_dqn.train FLAGS` ends with for a bad setting: exit code 2, no traceback,
+    nothing else on stderr."""
+    result = python_module("hvd_dqn.train", flags, timeout=120, check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    return lines[0]
+
+
+def train_until_solved(preset, logdir, budget: int, target: float = 475) -> dict:
+    """Trains `preset` (a --flagfile) into `logdir` and checks that its stop rule ended it before `budget` env
+    steps with the last 100 training episodes, as played, averaging at least `target`; returns the counters."""
+    import csv
+
+    python_module("hvd_dqn.train", [f"--flagfile={preset}", f"--logdir={logdir}"], timeout=1500)
+    from hvd_dqn.logdir import checkpoint
+
+    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+    with open(pathlib.Path(logdir) / "episodes.csv") as handle:
+        played = [float(row["return"]) for row in csv.DictReader(handle)]
+    assert final["env_steps"] < budget and len(played) >= 100  # stopped by the target, not the budget
+    assert final["recent_returns"] == played[-100:]
+    assert sum(played[-100:]) / 100 >= target, (final["env_steps"], sum(played[-100:]) / 100)
+    return final

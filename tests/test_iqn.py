@@ -2,7 +2,6 @@
 rank), targets bootstrapped from the action greedy on the mean over levels (and, double, the online network's
 choice) on networks whose outputs are set, the greedy policy on a fixed set of levels, its one-line errors, and its
 CartPole preset solved. Two ranks, exact resume, evaluate and export: tests/test_distributional.py."""
-import csv
 import dataclasses
 
 import numpy as np
@@ -14,9 +13,8 @@ from hvd_dqn.agent.iqn.learner import ImplicitQuantileLearner
 from hvd_dqn.agent.optimizers import make_optimizer
 from hvd_dqn.config import TrainConfig
 from hvd_dqn.envs import EnvSpec
-from hvd_dqn.logdir import checkpoint
 
-from conftest import REPO, python_module
+from conftest import REPO, train_error_line, train_until_solved
 
 PRESET = f"--flagfile={REPO / 'configs' / 'cartpole_iqn.flags'}"
 CONFIG = TrainConfig(agent="iqn", env_id="CartPole-v1", hidden_sizes=(8, 8), num_tau_samples=4,
@@ -96,19 +94,10 @@ def test_targets_bootstrap_from_the_action_greedy_on_the_mean_over_levels(double
                       "learns one Q-value per action. Leave it out, or use --agent=iqn"),
 ], ids=["no-taus", "no-cosines", "kappa-0", "dueling", "qrdqn-setting", "setting-for-dqn"])
 def test_a_bad_setting_is_one_line(tmp_path, flags, message):
-    result = python_module("hvd_dqn.train", [PRESET, f"--logdir={tmp_path / 'run'}", *flags], timeout=120,
-                           check=False)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"hvd_dqn.train: error: {message}"), result.stderr
+    line = train_error_line([PRESET, f"--logdir={tmp_path / 'run'}", *flags])
+    assert line.startswith(f"hvd_dqn.train: error: {message}"), line
 
 
 def test_cartpole_iqn_preset_is_solved_within_its_budget(tmp_path):
     """Solved as gymnasium defines it: the last 100 training episodes, as played, average at least 475."""
-    logdir = tmp_path / "run"
-    python_module("hvd_dqn.train", [PRESET, f"--logdir={logdir}"], timeout=1500)
-    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
-    with open(logdir / "episodes.csv") as handle:
-        played = [float(row["return"]) for row in csv.DictReader(handle)]
-    assert final["env_steps"] < 150_000 and len(played) >= 100  # stopped by the target, not the budget
-    assert np.mean(played[-100:]) >= 475, (final["env_steps"], np.mean(played[-100:]))
+    train_until_solved(REPO / "configs" / "cartpole_iqn.flags", tmp_path / "run", budget=150_000)

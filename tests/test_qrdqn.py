@@ -1,7 +1,6 @@
 """QR-DQN (--agent=qrdqn): its loss against values worked by hand, its targets and greedy policy on networks whose
 outputs are set, quantile regression finding the quantiles of a known distribution, its one-line errors, and the
 agent's CartPole preset solved (2 ranks in step, exact resume, evaluate and export: tests/test_distributional.py)."""
-import csv
 
 import numpy as np
 import pytest
@@ -13,9 +12,8 @@ from hvd_dqn.agent.qrdqn.learner import QuantileLearner, quantile_huber_loss, qu
 from hvd_dqn.agent.serving import save_greedy_policy
 from hvd_dqn.config import TrainConfig
 from hvd_dqn.agent.optimizers import make_optimizer
-from hvd_dqn.logdir import checkpoint
 
-from conftest import REPO, python_module
+from conftest import REPO, train_error_line, train_until_solved
 
 PRESET = f"--flagfile={REPO / 'configs' / 'cartpole_qrdqn.flags'}"
 
@@ -106,20 +104,11 @@ def test_the_greedy_policy_acts_on_the_mean_of_the_quantiles_and_exports_so(tmp_
     (["--agent=iqm"], "--agent=iqm: unknown agent; the agents are dqn, qrdqn, iqn, pqn"),
 ], ids=["one-quantile", "kappa-0", "kappa-negative", "dqn-loss", "pqn-setting", "setting-for-dqn", "unknown-agent"])
 def test_a_bad_setting_is_one_line(tmp_path, flags, message):
-    result = python_module("hvd_dqn.train", [PRESET, f"--logdir={tmp_path / 'run'}", *flags], timeout=120,
-                           check=False)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"hvd_dqn.train: error: {message}"), result.stderr
+    line = train_error_line([PRESET, f"--logdir={tmp_path / 'run'}", *flags])
+    assert line.startswith(f"hvd_dqn.train: error: {message}"), line
 
 
 def test_cartpole_qrdqn_preset_is_solved_within_its_budget(tmp_path):
     """Solved as gymnasium defines it: the last 100 training episodes, as played, average at least 475; the preset's
     seed 0 was solved at 93,392 env steps (results/cartpole_qrdqn/), within its budget of 150,000."""
-    logdir = tmp_path / "run"
-    python_module("hvd_dqn.train", [PRESET, f"--logdir={logdir}"], timeout=1500)
-    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
-    with open(logdir / "episodes.csv") as handle:
-        played = [float(row["return"]) for row in csv.DictReader(handle)]
-    assert final["env_steps"] < 150_000 and len(played) >= 100  # stopped by the target, not the budget
-    assert np.mean(played[-100:]) >= 475, (final["env_steps"], np.mean(played[-100:]))
+    train_until_solved(REPO / "configs" / "cartpole_qrdqn.flags", tmp_path / "run", budget=150_000)

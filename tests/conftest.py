@@ -122,12 +122,13 @@ def train_error_line(flags) -> str:
     return lines[0]
 
 
-def train_until_solved(preset, logdir, budget: int, target: float = 475) -> dict:
-    """Trains `preset` (a --flagfile) into `logdir` and checks that its stop rule ended it before `budget` env
-    steps with the last 100 training episodes, as played, averaging at least `target`; returns the counters."""
+def train_until_solved(preset, logdir, budget: int, target: float = 475, flags=()) -> dict:
+    """Trains `preset` (a --flagfile, with `flags` after it) into `logdir` and checks that its stop rule ended it
+    before `budget` env steps with the last 100 training episodes, as played, averaging at least `target`; returns
+    the counters."""
     import csv
 
-    python_module("hvd_dqn.train", [f"--flagfile={preset}", f"--logdir={logdir}"], timeout=1500)
+    python_module("hvd_dqn.train", [f"--flagfile={preset}", f"--logdir={logdir}", *flags], timeout=1500)
     from hvd_dqn.logdir import checkpoint
 
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))

@@ -14,7 +14,7 @@ from conftest import PYTHON, REPO, episodes_without_wall_time, horovodrun, pytho
 # Short CartPole runs of each agent's preset: enough updates and checkpoints to exercise every phase, not to learn.
 COMMON = ["--num_envs=4", "--learning_starts=400", "--batch_size=32", "--replay_capacity=4000", "--hidden_sizes=32,32",
           "--eval_interval_env_steps=0", "--stop_at_train_return=inf", "--log_interval_env_steps=500",
-          "--checkpoint_interval_env_steps=1500", "--checkpoint_replay",
+          "--checkpoint_interval_env_steps=1000", "--checkpoint_replay",
           "--priority_beta_start=0.5", "--priority_beta_end=0.5"]  # a fixed exponent: the halves equal the whole
 AGENTS = {
     "qrdqn": [f"--flagfile={REPO / 'configs' / 'cartpole_qrdqn.flags'}", *COMMON, "--num_quantiles=8"],
@@ -29,17 +29,17 @@ def _train(run, logdir, *flags):
 
 @pytest.mark.parametrize("agent", sorted(AGENTS))
 def test_two_ranks_train_one_model_resume_exactly_evaluate_and_export(tmp_path, agent):
-    """2 ranks: the replicas' weights are equal at every checkpoint and moved; a run stopped at 1,500 env steps
+    """2 ranks: the replicas' weights are equal at every checkpoint and moved; a run stopped at 1,000 env steps
     and resumed from its checkpoint plays the episodes and ends with the weights of the run that never stopped;
     evaluate and export give one value per action, the export's equal to the reloaded network's."""
     run, whole, halves = AGENTS[agent], tmp_path / "whole", tmp_path / "halves"
-    _train(run, whole, "--total_env_steps=3000")
-    _train(run, halves, "--total_env_steps=1500")
+    _train(run, whole, "--total_env_steps=2000")
+    _train(run, halves, "--total_env_steps=1000")
     first = checkpoint.read_counters(checkpoint.latest_checkpoint(str(halves)))
-    _train(run, halves, "--total_env_steps=3000", "--resume")
+    _train(run, halves, "--total_env_steps=2000", "--resume")
     final_whole, final = (checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
                           for logdir in (whole, halves))
-    assert first["env_steps"] == 1500 and final["env_steps"] == 3000 and final["updates"] > first["updates"] > 0
+    assert first["env_steps"] == 1000 and final["env_steps"] == 2000 and final["updates"] > first["updates"] > 0
     digests = final_whole["replica_weight_digests"]
     assert len(digests) == 2 and len(set(digests)) == 1  # the two replicas hold one model
     assert first["replica_weight_digests"] != digests  # and it learned between the checkpoints

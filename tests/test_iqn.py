@@ -99,5 +99,7 @@ def test_a_bad_setting_is_one_line(tmp_path, flags, message):
 
 
 def test_cartpole_iqn_preset_is_solved_within_its_budget(tmp_path):
-    """Solved as gymnasium defines it: the last 100 training episodes, as played, average at least 475."""
-    train_until_solved(REPO / "configs" / "cartpole_iqn.flags", tmp_path / "run", budget=150_000)
+    """Solved as gymnasium defines it: the last 100 training episodes, as played, average at least 475. Seed 1,
+    solved at 54,696 env steps in results/cartpole_iqn/ (seed 2 at 54,512, seed 0 at 124,056): IQN's update is the
+    suite's dearest per env step, and the seed that solves sooner keeps the suite within its time."""
+    train_until_solved(REPO / "configs" / "cartpole_iqn.flags", tmp_path / "run", budget=150_000, flags=["--seed=1"])

@@ -149,6 +149,14 @@ class TrainConfig:
     num_tau_prime_samples: int = 64  # IQN: levels tau' per transition for the target's samples (N')
     num_quantile_samples: int = 32  # IQN: levels whose mean values choose actions (K)
     quantile_embedding_dim: int = 64  # IQN: cosines embedding each tau (n)
+    # C51 (agent="c51", Bellemare et al. 2017): its help texts and checks are in hvd_dqn.agent.c51.
+    num_atoms: int = 51  # atoms of the categorical return distribution, evenly spaced on [v_min, v_max]
+    v_min: Optional[float] = None  # the support's lowest atom; None: -v_max
+    v_max: float = 10.0  # the support's highest atom
+    # Noisy networks (Fortunato et al. 2018) for the agents with a Q-network of Dense layers (DQN, QR-DQN, C51):
+    # every fully connected layer noisy, exploring in place of epsilon-greedy.
+    noisy_nets: bool = False
+    noisy_sigma0: float = 0.5  # the noise's initial scale: sigma = sigma0 / sqrt(fan-in)
 
     # Logging, evaluation, checkpoints.
     logdir: str = "runs/cartpole"

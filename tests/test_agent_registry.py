@@ -17,11 +17,14 @@ from conftest import REPO, environment, python_module
 
 
 def test_the_built_in_agents_are_registered_with_what_they_learn_from():
-    assert [entry.name for entry in registry.entries()][:4] == ["dqn", "qrdqn", "iqn", "pqn"]
-    assert {entry.name: entry.memory for entry in registry.entries() if entry.name in ("dqn", "qrdqn", "iqn", "pqn")} \
-        == {"dqn": "replay", "qrdqn": "replay", "iqn": "replay", "pqn": "rollout"}
+    built_in = ["dqn", "qrdqn", "iqn", "c51", "pqn"]
+    assert [entry.name for entry in registry.entries()][:5] == built_in
+    assert {entry.name: entry.memory for entry in registry.entries() if entry.name in built_in} \
+        == {"dqn": "replay", "qrdqn": "replay", "iqn": "replay", "c51": "replay", "pqn": "rollout"}
     assert registry.implementation("qrdqn").__name__ == "QRDQNAgent"
-    with pytest.raises(registry.UnknownAgent, match=r"^--agent=c52: unknown agent; the agents are dqn, qrdqn, iqn, pqn"):
+    assert registry.implementation("c51").__name__ == "C51Agent"
+    with pytest.raises(registry.UnknownAgent,
+                       match=r"^--agent=c52: unknown agent; the agents are dqn, qrdqn, iqn, c51, pqn"):
         registry.entry("c52")
 
 
@@ -29,8 +32,8 @@ def test_a_setting_is_refused_only_for_agents_that_do_not_own_it():
     assert registry.settings_problem("qrdqn", {"num_quantiles": 8, "n_step": 3, "double_dqn": True}) is None
     assert registry.settings_problem("dqn", {"env_id": "Pong"}) is None  # every agent reads it: nobody owns it
     assert registry.settings_problem("pqn", {"double_dqn": True}) == (
-        "--double_dqn=true: a setting of DQN, QR-DQN and IQN (the target network); --agent=pqn learns from each rollout "
-        "without a replay memory or target network. Leave it out, or use --agent=dqn")
+        "--double_dqn=true: a setting of DQN, QR-DQN, IQN and C51 (the target network); --agent=pqn learns from each "
+        "rollout without a replay memory or target network. Leave it out, or use --agent=dqn")
 
 
 def test_an_entry_names_its_class_and_memory_properly_and_a_name_is_registered_once():

@@ -1,4 +1,4 @@
-"""QR-DQN and IQN end to end under horovodrun: 2 ranks keep one model, a run stopped at a checkpoint and resumed
+"""QR-DQN, IQN and C51 (as full Rainbow) end to end under horovodrun: 2 ranks keep one model, a run stopped at a checkpoint and resumed
 (with its replay memories) is the run that never stopped, and evaluate and export act on the mean of the learnt
 distribution."""
 import json
@@ -20,6 +20,9 @@ AGENTS = {
     "qrdqn": [f"--flagfile={REPO / 'configs' / 'cartpole_qrdqn.flags'}", *COMMON, "--num_quantiles=8"],
     "iqn": [f"--flagfile={REPO / 'configs' / 'cartpole_iqn.flags'}", *COMMON, "--num_tau_samples=8",
             "--num_tau_prime_samples=8", "--num_quantile_samples=4", "--quantile_embedding_dim=16"],
+    # C51 as Hessel et al.'s full Rainbow: noisy networks (their noise repeated across the resume), dueling, double.
+    "rainbow": [f"--flagfile={REPO / 'configs' / 'cartpole_c51.flags'}", *COMMON, "--num_atoms=11", "--noisy_nets",
+                "--dueling", "--double_dqn"],
 }
 
 

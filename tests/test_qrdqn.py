@@ -101,7 +101,7 @@ def test_the_greedy_policy_acts_on_the_mean_of_the_quantiles_and_exports_so(tmp_
     (["--rollout_steps=64"], "--rollout_steps=64: a setting of PQN (PQN's rollout); --agent=qrdqn learns quantiles"),
     (["--agent=dqn"], "--num_quantiles=10: a setting of QR-DQN (the quantiles of the return); --agent=dqn learns "
                       "one Q-value per action. Leave it out, or use --agent=qrdqn"),
-    (["--agent=iqm"], "--agent=iqm: unknown agent; the agents are dqn, qrdqn, iqn, pqn"),
+    (["--agent=iqm"], "--agent=iqm: unknown agent; the agents are dqn, qrdqn, iqn, c51, pqn"),
 ], ids=["one-quantile", "kappa-0", "kappa-negative", "dqn-loss", "pqn-setting", "setting-for-dqn", "unknown-agent"])
 def test_a_bad_setting_is_one_line(tmp_path, flags, message):
     line = train_error_line([PRESET, f"--logdir={tmp_path / 'run'}", *flags])

@@ -10,6 +10,7 @@ import numpy as np
 from hvd_dqn.agent.interface import Experience
 from hvd_dqn.agent.optimizers import current_learning_rate
 from hvd_dqn.agent.policy import store_step
+from hvd_dqn.agent.schedules import LinearSchedule
 
 
 class AgentBase:
@@ -47,6 +48,12 @@ class AgentBase:
 
     def current_learning_rate(self) -> float:
         return current_learning_rate(self.learner.optimizer)
+
+    def epsilon_schedule(self) -> LinearSchedule:
+        """Training's epsilon over the job's env steps: the config's linear schedule."""
+        config = self.config
+        return LinearSchedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_env_steps,
+                              config.epsilon_decay_start_env_steps)
 
     def store(self, experience: Experience):
         """Stores one step of every env (rewards clipped for learning if asked; the true last observation

@@ -10,7 +10,10 @@ stable. Its reference code (mttga/purejaxql) normalises each layer's last axis, 
 so do these networks. Without it the networks are exactly those of the papers each builder cites.
 
 A `Head` with atoms gives each action a vector of that many outputs instead of one Q-value, (B, actions, atoms):
-the quantiles of the return of QR-DQN (Dabney et al. 2017), built on the same torsos.
+the quantiles of the return of QR-DQN (Dabney et al. 2017) or the logits of C51's categorical distribution
+(Bellemare et al. 2017), built on the same torsos. A noisy `Head` makes every fully connected layer a noisy one
+(Fortunato et al. 2018; `hvd_dqn.agent.noisy`), convolutions staying as they are, as Dopamine's FullRainbowNetwork
+does; the network then takes the noise's seed as a second input.
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ from typing import Sequence, Tuple
 
 import numpy as np
 import tensorflow as tf
+
+from hvd_dqn.agent.noisy import NoisyDense, noise_input
 
 
 # Dopamine's QuantileNetwork (google/dopamine, dopamine/jax/networks.py) initialises every kernel from a uniform
@@ -37,6 +42,8 @@ class Head:
     an unseeded Keras initialiser called twice repeats its values)."""
     atoms: int = 0
     initializer: str = "glorot_uniform"
+    noisy: bool = False  # every fully connected layer noisy, its noise's scale starting at sigma0 / sqrt(fan-in)
+    sigma0: float = 0.5
 
     def kernel_initializer(self):
         return INITIALIZERS[self.initializer]()
@@ -51,15 +58,23 @@ def hidden_layer(layer, inputs, name: str, layer_norm: bool):
     return tf.keras.layers.Activation("relu", name=f"{name}_relu")(normalised)
 
 
-def dense(width: int, name: str, layer_norm: bool, head: Head = Head()):
-    return tf.keras.layers.Dense(width, activation=None if layer_norm else "relu", name=name,
-                                 kernel_initializer=head.kernel_initializer())
+def fully_connected(units: int, name: str, head: Head, noise=None, activation=None, dtype=None):
+    """A fully connected layer as a callable on features: Keras' Dense, or (given the network's noise input) a
+    NoisyDense keyed by it."""
+    if noise is None:
+        return tf.keras.layers.Dense(units, activation=activation, name=name, dtype=dtype,
+                                     kernel_initializer=head.kernel_initializer())
+    layer = NoisyDense(units, head.sigma0, activation=activation, name=name, dtype=dtype)
+    return lambda features: layer([features, noise])
 
 
-def output_layer(units: int, name: str, head: Head, per_action: int):
+def dense(width: int, name: str, layer_norm: bool, head: Head = Head(), noise=None):
+    return fully_connected(width, name, head, noise, activation=None if layer_norm else "relu")
+
+
+def output_layer(units: int, name: str, head: Head, per_action: int, noise=None):
     """A linear float32 layer of `units` outputs; with atoms, reshaped to (per_action, atoms)."""
-    layer = tf.keras.layers.Dense(units * max(head.atoms, 1), name=name, dtype="float32",
-                                  kernel_initializer=head.kernel_initializer())
+    layer = fully_connected(units * max(head.atoms, 1), name, head, noise, dtype="float32")
     if not head.atoms:
         return layer
     reshape = tf.keras.layers.Reshape((per_action, head.atoms), name=f"{name}_atoms", dtype="float32")
@@ -67,7 +82,7 @@ def output_layer(units: int, name: str, head: Head, per_action: int):
 
 
 def q_head(features, num_actions: int, dueling: bool, stream_width: int = 0, layer_norm: bool = False,
-           head: Head = Head()):
+           head: Head = Head(), noise=None):
     """Q-values (B, actions) from shared features, or with atoms (B, actions, atoms): one linear layer, or
     dueling value and advantage streams, each with a ReLU layer of `stream_width` units first when it is > 0
     (the Nature CNN's 512). The outputs are float32 even under --mixed_precision's float16 policy (Keras' advice:
@@ -75,16 +90,17 @@ def q_head(features, num_actions: int, dueling: bool, stream_width: int = 0, lay
     name = "quantiles" if head.atoms else "q_values"
     if not dueling:
         if stream_width:
-            features = hidden_layer(dense(stream_width, "hidden", layer_norm, head), features, "hidden", layer_norm)
-        return output_layer(num_actions, name, head, num_actions)(features)
+            features = hidden_layer(dense(stream_width, "hidden", layer_norm, head, noise), features, "hidden",
+                                    layer_norm)
+        return output_layer(num_actions, name, head, num_actions, noise)(features)
     value, advantage = features, features
     if stream_width:
-        value = hidden_layer(dense(stream_width, "value_hidden", layer_norm, head), value, "value_hidden",
+        value = hidden_layer(dense(stream_width, "value_hidden", layer_norm, head, noise), value, "value_hidden",
                              layer_norm)
-        advantage = hidden_layer(dense(stream_width, "advantage_hidden", layer_norm, head), advantage,
+        advantage = hidden_layer(dense(stream_width, "advantage_hidden", layer_norm, head, noise), advantage,
                                  "advantage_hidden", layer_norm)
-    value = output_layer(1, "value", head, 1)(value)
-    advantage = output_layer(num_actions, "advantage", head, num_actions)(advantage)
+    value = output_layer(1, "value", head, 1, noise)(value)
+    advantage = output_layer(num_actions, "advantage", head, num_actions, noise)(advantage)
     actions_axis = 1  # (B, actions) or (B, actions, atoms): the mean advantage is over the actions
     return tf.keras.layers.Lambda(
         lambda streams: streams[0] + streams[1] - tf.reduce_mean(streams[1], axis=actions_axis, keepdims=True),
@@ -96,16 +112,23 @@ def build_mlp_q_network(observation_shape: Tuple[int, ...], num_actions: int, hi
                         head: Head = Head()) -> tf.keras.Model:
     """A fully connected Q-network for vector observations: ReLU hidden layers shared by the linear output
     (or, dueling, by linear value and advantage layers), Q-values (B, actions)."""
-    observation, hidden = _mlp_torso(observation_shape, hidden_sizes, layer_norm, head)
-    return tf.keras.Model(observation, q_head(hidden, num_actions, dueling, head=head), name=name)
+    noise = noise_input() if head.noisy else None
+    observation, hidden = _mlp_torso(observation_shape, hidden_sizes, layer_norm, head, noise)
+    return _model(observation, noise, q_head(hidden, num_actions, dueling, head=head, noise=noise), name)
 
 
-def _mlp_torso(observation_shape, hidden_sizes: Sequence[int], layer_norm: bool, head: Head):
-    """(input, features): the vector observation through ReLU layers of `hidden_sizes`."""
+def _model(observation, noise, outputs, name: str) -> tf.keras.Model:
+    """The Keras model of a Q-network: of its observations, and of the noise's seed too when it is noisy."""
+    return tf.keras.Model(observation if noise is None else [observation, noise], outputs, name=name)
+
+
+def _mlp_torso(observation_shape, hidden_sizes: Sequence[int], layer_norm: bool, head: Head, noise=None):
+    """(input, features): the vector observation through ReLU layers of `hidden_sizes` (noisy ones, given the
+    network's noise input)."""
     observation = tf.keras.Input(shape=observation_shape, dtype=tf.float32, name="observation")
     hidden = tf.keras.layers.Flatten()(observation)
     for index, width in enumerate(hidden_sizes):
-        hidden = hidden_layer(dense(width, f"hidden_{index}", layer_norm, head), hidden, f"hidden_{index}",
+        hidden = hidden_layer(dense(width, f"hidden_{index}", layer_norm, head, noise), hidden, f"hidden_{index}",
                               layer_norm)
     return observation, hidden
 
@@ -123,9 +146,10 @@ def build_nature_cnn_q_network(observation_shape: Tuple[int, ...], num_actions: 
     NatureDQNNetwork (google/dopamine, dopamine/jax/networks.py) a larger network than the paper's: 84x84 ->
     21x21 -> 11x11 -> 11x11, so 7,744 features into the 512-unit layer instead of 3,136.
     """
+    noise = noise_input() if head.noisy else None
     frames, hidden = _nature_cnn_torso(observation_shape, padding, layer_norm, head)
-    return tf.keras.Model(frames, q_head(hidden, num_actions, dueling, stream_width=512, layer_norm=layer_norm,
-                                         head=head), name=name)
+    return _model(frames, noise, q_head(hidden, num_actions, dueling, stream_width=512, layer_norm=layer_norm,
+                                        head=head, noise=noise), name)
 
 
 def _nature_cnn_torso(observation_shape, padding: str, layer_norm: bool, head: Head):
@@ -149,9 +173,10 @@ def build_minatar_q_network(observation_shape: Tuple[int, ...], num_actions: int
 
     Input: the game's bool grids (B, 10, 10, channels), channels last as MinAtar returns them, cast to float
     inside the model so the replay memory and the device only see the compact bools."""
+    noise = noise_input() if head.noisy else None
     grid, hidden = _minatar_torso(observation_shape, layer_norm, head)
-    return tf.keras.Model(grid, q_head(hidden, num_actions, dueling, stream_width=128, layer_norm=layer_norm,
-                                       head=head), name=name)
+    return _model(grid, noise, q_head(hidden, num_actions, dueling, stream_width=128, layer_norm=layer_norm,
+                                      head=head, noise=noise), name)
 
 
 def _minatar_torso(observation_shape, layer_norm: bool, head: Head):
@@ -213,6 +238,9 @@ def feature_torso(config, spec, head: Head):
 
 
 def q_network_for(config, spec, name: str, head: Head = Head()) -> tf.keras.Model:
-    """The Q-network a TrainConfig describes, for an env of `spec` (hvd_dqn.envs.EnvSpec), with `head`'s outputs."""
+    """The Q-network a TrainConfig describes, for an env of `spec` (hvd_dqn.envs.EnvSpec), with `head`'s outputs,
+    noisy with --noisy_nets."""
+    if config.noisy_nets:
+        head = dataclasses.replace(head, noisy=True, sigma0=config.noisy_sigma0)
     return build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions, config.hidden_sizes,
                            name, config.dueling, config.network, config.conv_padding, config.layer_norm, head)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from hvd_dqn.agent.noisy import tiled_seed
 from hvd_dqn.agent.numpy_forward import NumpyForward
 from hvd_dqn.envs import learning_discounts, true_next_observations
 
@@ -42,6 +43,21 @@ class EpsilonGreedyActor:
     def network_changed(self) -> None:
         """Called whenever the network's weights were changed outside acting (updates, a restore, a broadcast);
         this actor reads the network itself, so there is nothing to do."""
+
+
+class NoisyNetworkActor(EpsilonGreedyActor):
+    """Acts greedily on a noisy network (Fortunato et al. 2018) with fresh noise at every step: `q_network` takes
+    [observations, noise seeds] and each step's seed comes from the actor's own generator, so the noise repeats
+    for a seed and a resume continues it. Its epsilon still applies (training's is 0 with noisy nets)."""
+
+    @tf.function(reduce_retracing=True)
+    def _noisy_greedy(self, observation, seed):
+        seeds = tiled_seed(seed, tf.shape(observation)[0])
+        return tf.argmax(self._q_network([observation, seeds], training=False), axis=-1, output_type=tf.int32)
+
+    def greedy_actions(self, observation: np.ndarray) -> np.ndarray:
+        seed = self.rng.integers(0, 2 ** 62, size=2)  # a first half >= 0: the noise on
+        return self._noisy_greedy(tf.convert_to_tensor(observation), tf.constant(seed, tf.int64)).numpy()
 
 
 class RolloutActor(EpsilonGreedyActor):

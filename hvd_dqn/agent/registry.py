@@ -20,7 +20,7 @@ import importlib
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
 # The packages whose `AGENT` is a built-in entry, in the order texts list them.
-BUILT_IN = ("hvd_dqn.agent.dqn", "hvd_dqn.agent.qrdqn", "hvd_dqn.agent.iqn", "hvd_dqn.agent.pqn")
+BUILT_IN = ("hvd_dqn.agent.dqn", "hvd_dqn.agent.qrdqn", "hvd_dqn.agent.iqn", "hvd_dqn.agent.c51", "hvd_dqn.agent.pqn")
 ENTRY_POINT_GROUP = "hvd_dqn.agents"
 MEMORIES = ("replay", "rollout")
 

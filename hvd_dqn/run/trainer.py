@@ -20,7 +20,7 @@ from hvd_dqn.agent.episodes import run_episodes
 from hvd_dqn.agent.factory import acts_ahead, make_agent
 from hvd_dqn.agent.interface import Experience
 from hvd_dqn.agent.policy import EpsilonGreedyActor
-from hvd_dqn.agent.schedules import LinearSchedule, apex_epsilons
+from hvd_dqn.agent.schedules import apex_epsilons
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_outside_python
 from hvd_dqn.logdir import storage
@@ -73,8 +73,7 @@ class Trainer:
         self.rank_metrics = RankMetrics()
         self.agent = make_agent(config, spec, num_envs, replay_capacity, self.world.size, sample_rng, self.rank_metrics)
         self.acting = Acting(env, self.agent.make_actor(self.rng, own_network=self.use_pipeline),
-                             LinearSchedule(config.epsilon_start, config.epsilon_end, config.epsilon_decay_env_steps,
-                                            config.epsilon_decay_start_env_steps))
+                             self.agent.epsilon_schedule())
         self.evaluation_actor = EpsilonGreedyActor(self.agent.q_network, spec.num_actions, self.rng)  # the learner's
         self.eval_env = None
         self.join_world()

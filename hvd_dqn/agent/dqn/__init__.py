@@ -24,12 +24,24 @@ TARGET_SETTINGS = {
 TD_LOSS_SETTINGS = {"loss": "the TD loss on Q-values", "huber_delta": "the TD loss on Q-values"}
 # The Q-network's shape: dueling heads and LayerNorm.
 NETWORK_SETTINGS = {"dueling": "the Q-network's heads", "layer_norm": "the Q-network's hidden layers"}
+# Noisy networks (Fortunato et al. 2018), for the agents whose Q-network is built by hvd_dqn.agent.networks.
+NOISY_SETTINGS = {"noisy_nets": "the Q-network's fully connected layers", "noisy_sigma0": "noisy networks"}
+NOISY_HELP = {
+    "noisy_nets": "Noisy networks (Fortunato et al. 2018): every fully connected layer of the Q-network gets learned "
+                  "factorised Gaussian noise on its weights, drawn afresh at every step and update, and exploration "
+                  "comes from it: training acts greedily on the noisy network (epsilon 0, the --epsilon_* settings "
+                  "unused), evaluation and export on its means. With --agent=c51, --n_step=3, --prioritized_replay, "
+                  "--dueling and --double_dqn: Hessel et al.'s full Rainbow.",
+    "noisy_sigma0": "Noisy networks: each noise scale starts at sigma0 / sqrt(fan-in) (Fortunato et al. 2018 and "
+                    "Hessel et al. 2018: 0.5; Dopamine's FullRainbowNetwork: 0.1).",
+}
 
 AGENT = AgentEntry(
     name="dqn", title="DQN",
     summary="DQN (Mnih et al. 2015) with a replay memory and a target network; double, dueling, prioritised "
             "replay and n-step returns as flags.",
     implementation="hvd_dqn.agent.dqn.agent:DQNAgent",
-    settings={**REPLAY_SETTINGS, **TARGET_SETTINGS, **TD_LOSS_SETTINGS, **NETWORK_SETTINGS},
+    settings={**REPLAY_SETTINGS, **TARGET_SETTINGS, **TD_LOSS_SETTINGS, **NETWORK_SETTINGS, **NOISY_SETTINGS},
     without_them="learns one Q-value per action",
-    memory="replay", acts_ahead=True, shapes_checkpoint=("dueling", "layer_norm"))
+    memory="replay", acts_ahead=True, checks="hvd_dqn.agent.dqn.checks:check_settings", setting_help=NOISY_HELP,
+    shapes_checkpoint=("dueling", "layer_norm", "noisy_nets"))

@@ -23,8 +23,9 @@ from hvd_dqn.agent.base import AgentBase
 from hvd_dqn.agent.dqn.learner import DQNLearner
 from hvd_dqn.agent.interface import MemorySetting
 from hvd_dqn.agent.networks import is_image_observation, q_network_for
+from hvd_dqn.agent.noisy import is_noisy, without_noise
 from hvd_dqn.agent.optimizers import rescale_learning_rate
-from hvd_dqn.agent.policy import EpsilonGreedyActor
+from hvd_dqn.agent.policy import EpsilonGreedyActor, NoisyNetworkActor
 from hvd_dqn.agent.schedules import LinearSchedule
 from hvd_dqn.config import TrainConfig
 from hvd_dqn.rank_split import rank_learning_starts, update_counted_schedules
@@ -84,6 +85,9 @@ class DQNAgent(AgentBase):
         learner = cls.learner_class.from_config(config, online, cls.network(config, spec, "target"), world_size)
         memory = make_replay_memory(config, spec, num_envs, replay_capacity)
         agent = cls(config, learner, memory, spec, num_envs, world_size, sample_rng, rank_metrics)
+        # The learner's own random draws (noisy nets' noise, IQN's levels) take their seed from this rank's stream's
+        # seed (the run's seed + the rank) without drawing from it: ranks draw apart, and a resume the same.
+        learner.seed = int(sample_rng.bit_generator.seed_seq.generate_state(1)[0])
         import tensorflow as tf
 
         agent.draws_ahead = draws_ahead(config, bool(tf.config.list_logical_devices("GPU")))
@@ -94,9 +98,17 @@ class DQNAgent(AgentBase):
     def network(config: TrainConfig, spec, name: str):
         return q_network_for(config, spec, name)
 
+    @classmethod
+    def q_values(cls, network):
+        """Q(s, a) as a model of the observations alone, sharing `network`'s weights; a noisy network's with its
+        noise off (the greedy policy of evaluation and export)."""
+        return cls.q_values_of(without_noise(network) if is_noisy(network) else network, network)
+
     @staticmethod
-    def q_values(network):
-        return network  # one Q-value per action already
+    def q_values_of(model, network):
+        """Q(s, a) (B, actions) as a model of `model`'s inputs, from its outputs: those of `network` (which `model`
+        is, or calls with its noise set). DQN's outputs are Q-values already."""
+        return model
 
     @staticmethod
     def memory_bytes(config: TrainConfig, spec, num_envs: int, capacity: int) -> int:
@@ -114,7 +126,16 @@ class DQNAgent(AgentBase):
     def make_actor(self, rng: np.random.Generator, own_network: bool) -> EpsilonGreedyActor:
         """Acting in order reads the online network itself; acting ahead (the pipeline) gets a copy of its own."""
         network = self.network(self.config, self.spec, "acting") if own_network else self.online
+        if is_noisy(network):  # fresh noise at every step explores
+            return NoisyNetworkActor(self.q_values_of(network, network), self.spec.num_actions, rng)
         return EpsilonGreedyActor(self.q_values(network), self.spec.num_actions, rng)
+
+    def epsilon_schedule(self) -> LinearSchedule:
+        """The config's epsilon schedule; 0 throughout with --noisy_nets, whose noise explores instead (as
+        Dopamine's full Rainbow, whose epsilon_fn is zero_epsilon when noisy)."""
+        if self.config.noisy_nets:
+            return LinearSchedule(0.0, 0.0, 0)
+        return super().epsilon_schedule()
 
     def iterations_per_update(self, num_envs: int) -> float:
         return self.config.train_frequency / (num_envs * self.ranks_sharing_an_update)

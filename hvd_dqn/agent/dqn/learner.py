@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from hvd_dqn.agent.distributed_update import ALLREDUCE_GROUPS, DistributedUpdate, allreduce_groups
+from hvd_dqn.agent.noisy import is_noisy, tiled_seed
 from hvd_dqn.agent.optimizers import make_optimizer
 from hvd_dqn.replay.memory import FrameBatch
 
@@ -34,7 +35,13 @@ class DQNLearner(DistributedUpdate):
     `update(batch)` performs one synchronous gradient step on all ranks and returns its metrics;
     `sync_target(tau)` copies the online weights into the target network, or averages them in. The learner's
     whole state (`checkpoint_items`) is what a checkpoint stores.
+
+    Noisy networks (`hvd_dqn.agent.noisy`) get fresh noise at every update, keyed by `seed` and the update count:
+    one draw for the loss's forward pass, another for the target's side (the target network, and the online one
+    choosing the action with double DQN), as Dopamine's full Rainbow splits its key into rng and rng1.
     """
+
+    seed = 0  # keys the learner's random draws; a rank's agent sets its own (the run's seed and the rank)
 
     def __init__(self, online: tf.keras.Model, target: tf.keras.Model, optimizer, double_dqn: bool,
                  huber_delta: float = 1.0, xla: bool = False, fp16_allreduce: bool = False, loss: str = "huber",
@@ -44,9 +51,20 @@ class DQNLearner(DistributedUpdate):
         # allreduce stays outside, since Horovod's collectives are not XLA ops here.
         self._online_forward = tf.function(online, jit_compile=True) if xla else online
         self._target_forward = tf.function(target, jit_compile=True) if xla else target
+        if is_noisy(online):
+            self._online_forward = self._with_noise(self._online_forward)
+            self._target_forward = self._with_noise(self._target_forward)
         self.double_dqn = bool(double_dqn)
         super().__init__(online, optimizer, loss, huber_delta, fp16_allreduce, groups)
         self.sync_target()
+
+    def _with_noise(self, forward):
+        """`forward` of a noisy network as a function of the observations: the loss's pass (training=True) with
+        this update's first noise, the target side's passes with its second."""
+        def noisy_forward(observation, training: bool):
+            seed = tf.stack([tf.constant(self.seed, tf.int64), self.num_updates * 2 + (0 if training else 1)])
+            return forward([observation, tiled_seed(seed, tf.shape(observation)[0])], training=training)
+        return noisy_forward
 
     @classmethod
     def from_config(cls, config, online: tf.keras.Model, target: tf.keras.Model, world_size: int,

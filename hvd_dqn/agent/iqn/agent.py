@@ -4,7 +4,6 @@ the mean of Z at --num_quantile_samples evenly spaced levels: a deterministic po
 exported SavedModel repeat (Dopamine samples those levels at random at every action)."""
 from __future__ import annotations
 
-import numpy as np
 import tensorflow as tf
 
 from hvd_dqn.agent.dqn.agent import DQNAgent
@@ -19,15 +18,6 @@ class IQNAgent(DQNAgent):
     the replay ratio, the target network's copies, acting ahead, drawing ahead, exact resume, --elastic."""
 
     learner_class = ImplicitQuantileLearner
-
-    @classmethod
-    def build(cls, config: TrainConfig, spec, num_envs: int, replay_capacity: int, world_size: int,
-              sample_rng: np.random.Generator, rank_metrics) -> "IQNAgent":
-        """DQN's build; the learner's levels then take their seed from this rank's own stream's seed (the run's
-        seed + the rank), without drawing from it, so ranks sample levels of their own and a resume the same."""
-        agent = super().build(config, spec, num_envs, replay_capacity, world_size, sample_rng, rank_metrics)
-        agent.learner.seed = int(sample_rng.bit_generator.seed_seq.generate_state(1)[0])
-        return agent
 
     @staticmethod
     def network(config: TrainConfig, spec, name: str) -> tf.keras.Model:

@@ -24,8 +24,8 @@ class QRDQNAgent(DQNAgent):
         return q_network_for(config, spec, name, Head(atoms=config.num_quantiles, initializer="dopamine_fan_in"))
 
     @staticmethod
-    def q_values(network: tf.keras.Model) -> tf.keras.Model:
-        """Q(s, a), the mean of the action's quantiles, as a model sharing `network`'s weights."""
+    def q_values_of(model: tf.keras.Model, network: tf.keras.Model) -> tf.keras.Model:
+        """Q(s, a), the mean of the action's quantiles, as a model of `model`'s inputs sharing its weights."""
         mean = tf.keras.layers.Lambda(lambda quantiles: tf.reduce_mean(quantiles, axis=-1), name="q_values",
                                       dtype="float32")
-        return tf.keras.Model(network.inputs, mean(network.outputs[0]), name=f"{network.name}_q_values")
+        return tf.keras.Model(model.inputs, mean(model.outputs[0]), name=f"{network.name}_q_values")

@@ -157,39 +157,65 @@ def test_compare_to_baseline_names_the_problem_in_one_line(tmp_path, arguments, 
     assert result.stderr.strip() == f"compare_to_baseline.py: error: {message}"
 
 
-def _write_suite_run(folder, env_id, seed, window_3_return, seconds=4000.0):
-    """A 1M-agent-step run: an episode of return -21 (or 0) every 50k steps, then `window_3_return` in 750k-1M."""
+def _write_suite_run(folder, env_id, seed, window_return, seconds=4000.0, config=None, total=1_000_000):
+    """A run of `total` agent steps: an episode of return 0 every 50k steps, then `window_return` in its last 250k
+    (per 1M agent steps, `seconds` of training)."""
     folder.mkdir()
-    (folder / "config.json").write_text(json.dumps({"env_id": env_id, "seed": seed, "agent": "pqn"}))
+    (folder / "config.json").write_text(json.dumps({"env_id": env_id, "seed": seed, "agent": "pqn",
+                                                    "total_env_steps": total, **(config or {})}))
     with open(folder / "episodes.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["env_steps", "env_frames", "rank", "env", "return", "length", "wall_s"])
-        for env_steps in range(50_000, 1_000_001, 50_000):
-            episode_return = window_3_return if env_steps > 750_000 else 0.0
+        for env_steps in range(50_000, total + 1, 50_000):
+            episode_return = window_return if env_steps > total - 250_000 else 0.0
             writer.writerow([env_steps, env_steps * 4, 0, 0, episode_return, 1000, seconds * env_steps / 1e6])
     with open(folder / "metrics.csv", "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["env_steps", "env_frames", "eval_return_mean"])
-        writer.writerow([1_000_000, 4_000_000, ""])
+        writer.writerow([total, total * 4, ""])
     return str(folder)
 
 
-def test_the_atari_suite_tables_each_game_against_dopamines_agents(tmp_path):
-    """Dopamine's iteration 3 (google/dopamine baselines/atari/data/<game>_CNN.json): Pong DQN -13.7, Rainbow -16.7;
-    SpaceInvaders DQN 415.9, Rainbow 401.2."""
+def test_the_atari_suite_tables_each_game_and_agent_against_dopamines_same_agent(tmp_path):
+    """Dopamine's published returns (google/dopamine baselines/atari/data/<game>_CNN.json), iteration 3: Pong DQN
+    -13.7 [-16.0, -11.6], Rainbow -16.7, QR-DQN 7.4 [4.9, 10.1]; SpaceInvaders DQN 415.9, Rainbow 401.2;
+    iteration 1 (250k-500k): Qbert Rainbow 450.8 [433.1, 476.9], DQN 464.0."""
+    qrdqn, rainbow = {"agent": "qrdqn"}, {"agent": "c51", "n_step": 3, "prioritized_replay": True}
     runs = [_write_suite_run(tmp_path / "pong0", "ALE/Pong-v5", 0, -10.0),
             _write_suite_run(tmp_path / "pong1", "ALE/Pong-v5", 1, -16.0, seconds=5000.0),
-            _write_suite_run(tmp_path / "invaders0", "ALE/SpaceInvaders-v5", 0, 400.0)]
+            _write_suite_run(tmp_path / "invaders0", "ALE/SpaceInvaders-v5", 0, 400.0),
+            _write_suite_run(tmp_path / "pong_qrdqn", "ALE/Pong-v5", 0, 5.0, config=qrdqn),
+            _write_suite_run(tmp_path / "qbert_rainbow", "ALE/Qbert-v5", 0, 440.0, config=rainbow, total=500_000)]
     out = tmp_path / "suite"
-    result = run([PYTHON, str(REPO / "scripts" / "atari_suite.py"), *runs, "--label=PQN", f"--out={out}"], timeout=120)
-    assert "| pong | 2 | **-13.0** [-16.0, -10.0] | -13.7 [-16.0, -11.6] |" in result.stdout
-    assert result.stdout.count("| yes | yes | 250, 200 |") == 1  # Pong: above both; 1M steps in 4,000 and 5,000 s
-    assert "| spaceinvaders | 1 | **400.0** | 415.9 [" in result.stdout and "| no | no | 250 |" in result.stdout
-    assert "Above Dopamine's DQN on 1 of 2 games, above its Rainbow on 1 of 2." in result.stdout
+    result = run([PYTHON, str(REPO / "scripts" / "atari_suite.py"), *runs, f"--out={out}"], timeout=120)
+    lines = result.stdout.splitlines()
+    assert ("| pong | PQN | 750k-1M | 2 | **-13.0** [-16.0, -10.0] | none published | - | -13.7 [-16.0, -11.6] | "
+            "-16.7 [-19.6, -14.1] | yes | 250, 200 |") in lines  # 1M steps in 4,000 and 5,000 s
+    assert ("| pong | QR-DQN | 750k-1M | 1 | **5.0** | QR-DQN: 7.4 [4.9, 10.1] | yes | -13.7 [-16.0, -11.6] | "
+            "-16.7 [-19.6, -14.1] | yes | 250 |") in lines
+    assert any(line.startswith("| spaceinvaders | PQN | 750k-1M | 1 | **400.0** | none published | - | 415.9")
+               and line.endswith("| no | 250 |") for line in lines)
+    assert any(line.startswith("| qbert | Rainbow | 250k-500k | 1 | **440.0** | Rainbow: 450.8 [433.1, 476.9] | yes "
+                               "| 464.0") and line.endswith("| no | 250 |") for line in lines)
+    assert "PQN: above Dopamine's DQN on 1 of 2 games, above its Rainbow on 1 of 2." in lines
+    assert "QR-DQN: above Dopamine's DQN on 1 of 1 games, within or above the range of Dopamine's QR-DQN on 1 of 1." \
+        in lines
+    assert "Rainbow: above Dopamine's DQN on 0 of 1 games, within or above the range of Dopamine's Rainbow on 1 of 1." \
+        in lines
     written = json.loads((tmp_path / "suite.json").read_text())
-    assert (written["games_above_dqn"], written["games_above_rainbow"], written["games"]) == (1, 1, 2)
+    assert written["agents"]["PQN"]["above_dqn"] == 1 and written["agents"]["QR-DQN"]["within_or_above_same"] == 1
     assert (tmp_path / "suite.png").read_bytes().startswith(PNG_MAGIC)
     assert (tmp_path / "suite.md").read_text().strip() == result.stdout.strip()
+
+
+def test_the_atari_suite_refuses_runs_of_one_agent_in_different_windows(tmp_path):
+    runs = [_write_suite_run(tmp_path / "long", "ALE/Pong-v5", 0, -10.0),
+            _write_suite_run(tmp_path / "short", "ALE/Pong-v5", 1, -10.0, total=500_000)]
+    result = run([PYTHON, str(REPO / "scripts" / "atari_suite.py"), *runs, f"--out={tmp_path / 'suite'}"],
+                 timeout=120, check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip() == ("atari_suite.py: error: PQN on pong: runs of different windows (1, 3); give "
+                                     "--window to compare them in one")
 
 
 def test_the_atari_suite_refuses_a_run_short_of_the_window(tmp_path):

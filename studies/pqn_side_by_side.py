@@ -1,5 +1,6 @@
 """Seconds and env steps to a score, side by side on one machine and one core each: hvd_dqn's PQN, hvd_dqn's DQN
-and (on CartPole) CleanRL's pqn.py, seed by seed, the order of the three turned round from one seed to the next.
+and (on CartPole) CleanRL's pqn.py, seed by seed, the order of the three turned round from one seed to the next;
+and hvd_dqn's QR-DQN beside Dopamine's own on Atari Breakout.
 
     .venv/bin/python studies/pqn_side_by_side.py --task=cartpole --seeds=1,2,3,4,5 \
         --peer_python=PEERS/cleanrl/bin/python --cleanrl_dir=CLEANRL --workdir=runs/side_by_side \
@@ -9,6 +10,9 @@ and (on CartPole) CleanRL's pqn.py, seed by seed, the order of the three turned 
     .venv/bin/python studies/pqn_side_by_side.py --task=atari_pong --seeds=0 --concurrent \
         --peer_python=PEERS/cleanrl_atari/bin/python --cleanrl_dir=CLEANRL --workdir=runs/side_by_side \
         --out=results/pqn_side_by_side/atari_pong
+    .venv/bin/python studies/pqn_side_by_side.py --task=atari_breakout_qrdqn --seeds=0 --concurrent \
+        --peer_python=PEERS/dopamine/bin/python --dopamine_dir=DOPAMINE --workdir=runs/side_by_side \
+        --out=results/dopamine_side_by_side/breakout_qrdqn
 
 CleanRL runs in an environment of its own, outside hvd_dqn's venv (hvd_dqn does not depend on torch):
 `bash studies/peer_venv.sh PEERS/cleanrl` makes it, and CLEANRL is a clone of github.com/vwxyzjn/cleanrl (the
@@ -26,6 +30,13 @@ FIRE pressed at reset, a lost life ends the episode for learning, 27,000 agent s
 full game reported raw), both for 1M agent steps with their schedules over that budget. It has no single
 target: the report gives each run's mean return per 100k agent steps and the seconds at which the mean of 20
 consecutive episodes (CleanRL's own avg_episodic_return) first reaches each of a ladder of returns.
+
+Atari Breakout with QR-DQN (--task=atari_breakout_qrdqn) runs Dopamine's own JAX QR-DQN (dopamine-rl 4.1.2 in a
+venv of its own: `bash studies/peer_venv.sh PEERS/dopamine dopamine`; DOPAMINE is a clone of
+github.com/google/dopamine, for its quantile.gin, which the wheel does not ship) through
+studies/dopamine_episodes.py, against `configs/breakout_qrdqn.flags`, the same preset, both for --agent_steps
+agent steps (20k of them before learning starts), reported as the Pong task is, with each run's agent steps per
+second over the steps after learning began. JAX's CPU backend gets one thread (XLA_FLAGS) besides the taskset.
 
 "Seconds" are seconds of training from each run's own clock,
 from its training loop's start, when the mean of 100 consecutive training episodes first reaches the target;
@@ -68,8 +79,18 @@ TASKS = {
                              extra=["--env_id=MinAtar/Breakout-v0", "--stop_at_train_return=5",
                                     "--stop_train_episodes=100"]),
 }
+TASKS["atari_breakout_qrdqn"] = dict(
+    target=None, ladder=(1.0, 2.0, 3.0, 4.0, 5.0, 7.5, 10.0), window=20, learning_starts=20_000,
+    configs=("dopamine_qrdqn", "hvd_dqn_qrdqn"), presets={"hvd_dqn_qrdqn": "configs/breakout_qrdqn.flags"},
+    extra=["--eval_interval_env_steps=0", "--checkpoint_interval_env_steps=0"],
+    peer=["dopamine/jax/agents/quantile/configs/quantile.gin",
+          "atari_lib.create_atari_environment.game_name = 'Breakout'", "Runner.num_iterations = 1"],
+    labels={"dopamine_qrdqn": "Dopamine's JAX QR-DQN (quantile.gin)",
+            "hvd_dqn_qrdqn": "hvd_dqn --flagfile=configs/breakout_qrdqn.flags"})
 LABELS = {"cleanrl_pqn": "CleanRL pqn.py (torch)", "hvd_dqn_pqn": "hvd_dqn --agent=pqn",
           "hvd_dqn_dqn": "hvd_dqn DQN (default agent)"}
+# The configurations that run another project's code in its own venv, and that project's name.
+PEERS = {"cleanrl_pqn": "cleanrl", "dopamine_qrdqn": "dopamine"}
 WINDOW = 100
 
 
@@ -83,14 +104,22 @@ def label(task: dict, config: str) -> str:
 
 
 def command_for(config: str, task: dict, seed: int, logdir: str, args) -> list:
+    if config == "dopamine_qrdqn":
+        gin, *bindings = task["peer"]
+        bindings += [f"Runner.training_steps = {args.agent_steps}", f"JaxQuantileAgent.seed = {seed}"]
+        return [args.peer_python, os.path.join(REPO, "studies", "dopamine_episodes.py"),
+                f"--out={os.path.join(logdir, 'episodes.csv')}", "--", f"--base_dir={os.path.join(logdir, 'dopamine')}",
+                f"--gin_files={os.path.join(args.dopamine_dir, gin)}",
+                *(f"--gin_bindings={binding}" for binding in bindings)]
     if config == "cleanrl_pqn":
         stop = [] if task["target"] is None else [f"--target={task['target']:g}", f"--window={WINDOW}"]
         script, *script_args = task["peer"]
         return [args.peer_python, os.path.join(REPO, "studies", "peer_episodes.py"),
                 f"--out={os.path.join(logdir, 'episodes.csv')}", *stop, "--",
                 os.path.join(args.cleanrl_dir, "cleanrl", script), *script_args, f"--seed={seed}", "--no-cuda"]
+    budget = [f"--total_env_steps={args.agent_steps}"] if "learning_starts" in task else []
     return [sys.executable, "-m", "hvd_dqn.train", f"--flagfile={os.path.join(REPO, task['presets'][config])}",
-            f"--seed={seed}", "--cores_per_rank=1", f"--logdir={logdir}", *task["extra"]]
+            f"--seed={seed}", "--cores_per_rank=1", f"--logdir={logdir}", *task["extra"], *budget]
 
 
 def public_command(command: list, args) -> list:
@@ -100,6 +129,8 @@ def public_command(command: list, args) -> list:
         places.append((args.peer_python, "PEER_VENV/bin/python"))
     if args.cleanrl_dir:
         places.append((os.path.abspath(args.cleanrl_dir), "CLEANRL"))
+    if args.dopamine_dir:
+        places.append((os.path.abspath(args.dopamine_dir), "DOPAMINE"))
     named = []
     for part in command:
         for place, role in places:
@@ -120,9 +151,12 @@ def start_one(config: str, task: dict, seed: int, core: int, args):
     # hvd_dqn takes its core from the affinity it inherits (--cores_per_rank=1); torch's threads are bound by it
     command = ["taskset", "-c", str(core), *command_for(config, task, seed, logdir, args)]
     environment = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    if PEERS.get(config) == "dopamine":  # JAX on the CPU with one thread for its maths, as torch's and hvd_dqn's
+        environment.update(JAX_PLATFORMS="cpu",
+                           XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1")
     print(f"{config} seed {seed}: {' '.join(command)}", flush=True)
     log = open(logdir + ".log", "w")
-    process = subprocess.Popen(command, cwd=logdir if config == "cleanrl_pqn" else REPO, env=environment,
+    process = subprocess.Popen(command, cwd=logdir if config in PEERS else REPO, env=environment,
                                stdout=log, stderr=subprocess.STDOUT)
     return dict(config=config, seed=seed, core=core, command=command, logdir=logdir, evidence=evidence,
                 process=process, log=log, start=time.time())
@@ -144,8 +178,8 @@ def finish_one(run: dict, args) -> None:
     provenance = dict(config=config, seed=seed, command=public_command(command, args), core=run["core"],
                       concurrent=args.concurrent, process_seconds=round(seconds, 1), hvd_dqn_commit=git_commit(REPO),
                       machine=platform.node(), finished=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    if config == "cleanrl_pqn":
-        provenance["cleanrl_commit"] = git_commit(args.cleanrl_dir)
+    if config in PEERS:
+        provenance[f"{PEERS[config]}_commit"] = git_commit(getattr(args, f"{PEERS[config]}_dir"))
         provenance["peer_packages"] = subprocess.run([args.peer_python, "-m", "pip", "freeze"], capture_output=True,
                                                      text=True).stdout.split()
     with open(os.path.join(evidence, "run.json"), "w") as handle:
@@ -166,7 +200,7 @@ def kept_runs(task: dict, seeds, out: str):
         for seed in seeds:
             evidence = f"{out}_runs/{config}_seed{seed}"
             if os.path.exists(os.path.join(evidence, "run.json")):
-                yield config, seed, (peer_episodes(os.path.join(evidence, "episodes.csv")) if config == "cleanrl_pqn"
+                yield config, seed, (peer_episodes(os.path.join(evidence, "episodes.csv")) if config in PEERS
                                      else read_run(evidence, log_hint=False)[1])
 
 
@@ -215,14 +249,21 @@ def ladder_record(config: str, seed: int, episodes, task: dict) -> dict:
         reached = episode_at_target(episodes, rung, task["window"])
         rungs[f"{rung:g}"] = None if reached is None else dict(env_steps=reached[0], wall_s=round(reached[2], 1))
     last_steps, _, last_wall = episodes[-1]
-    return dict(config=config, seed=seed, episodes=len(episodes), last_episode_env_steps=last_steps,
-                last_episode_wall_s=round(last_wall, 1), env_steps_per_s=round(last_steps / last_wall),
-                mean_return_per_100k=per_100k, rungs=rungs)
+    record = dict(config=config, seed=seed, episodes=len(episodes), last_episode_env_steps=last_steps,
+                  last_episode_wall_s=round(last_wall, 1), env_steps_per_s=round(last_steps / last_wall),
+                  mean_return_per_100k=per_100k, rungs=rungs)
+    if "learning_starts" in task:  # the rate while learning: from the first episode that ended after its start
+        first_steps, _, first_wall = next(episode for episode in episodes if episode[0] > task["learning_starts"])
+        record["learning_env_steps_per_s"] = round((last_steps - first_steps) / (last_wall - first_wall), 1)
+        record["learning_span_env_steps"] = [first_steps, last_steps]
+    return record
 
 
 def report_ladder(task_name: str, task: dict, seeds, out: str) -> dict:
-    """The report of a task without a single target (Atari Pong): return by 100k steps and time to each rung,
-    and hvd_dqn's time over CleanRL's at each rung both reached (medians over seeds)."""
+    """The report of a task without a single target (Atari): return by 100k steps and time to each rung, and
+    hvd_dqn's time over the peer's at each rung both reached (medians over seeds)."""
+    peer = next(config for config in task["configs"] if config in PEERS)
+    ours = next(config for config in task["configs"] if config not in PEERS)
     records, curves = [], {}
     for config, seed, episodes in kept_runs(task, seeds, out):
         records.append(ladder_record(config, seed, episodes, task))
@@ -237,7 +278,7 @@ def report_ladder(task_name: str, task: dict, seeds, out: str) -> dict:
             seconds[config] = statistics.median(times) if times and len(times) == runs else None
         if all(seconds.values()) and len(seconds) == 2:
             ratios.append(dict(rung=rung, **{f"{c}_wall_s": v for c, v in seconds.items()},
-                               hvd_dqn_over_cleanrl=round(seconds["hvd_dqn_pqn"] / seconds["cleanrl_pqn"], 3)))
+                               **{f"hvd_dqn_over_{PEERS[peer]}": round(seconds[ours] / seconds[peer], 3)}))
     study = dict(task=task_name, window=task["window"], ladder=list(task["ladder"]), seeds=list(seeds),
                  labels={config: label(task, config) for config in task["configs"]}, runs=records,
                  time_ratio_by_rung=ratios)
@@ -246,10 +287,13 @@ def report_ladder(task_name: str, task: dict, seeds, out: str) -> dict:
         handle.write("\n")
     draw_curves(study, curves, out + ".png")
     for record in records:
-        print(f"{record['config']} seed {record['seed']}: {record['env_steps_per_s']} agent steps/s, per 100k "
-              f"{record['mean_return_per_100k']}")
+        learning = (f" ({record['learning_env_steps_per_s']} while learning)" if "learning_env_steps_per_s" in record
+                    else "")
+        print(f"{record['config']} seed {record['seed']}: {record['env_steps_per_s']} agent steps/s{learning}, per "
+              f"100k {record['mean_return_per_100k']}")
     for row in ratios:
-        print(f"mean of {task['window']} >= {row['rung']:g}: hvd_dqn / CleanRL seconds = {row['hvd_dqn_over_cleanrl']}")
+        print(f"mean of {task['window']} >= {row['rung']:g}: hvd_dqn / {PEERS[peer]} seconds = "
+              f"{row[f'hvd_dqn_over_{PEERS[peer]}']}")
     return study
 
 
@@ -312,8 +356,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", choices=sorted(TASKS), required=True)
     parser.add_argument("--seeds", default="1,2,3,4,5")
-    parser.add_argument("--peer_python", help="the Python of CleanRL's own venv (studies/peer_venv.sh)")
+    parser.add_argument("--peer_python", help="the Python of the peer's own venv (studies/peer_venv.sh)")
     parser.add_argument("--cleanrl_dir", help="a clone of github.com/vwxyzjn/cleanrl")
+    parser.add_argument("--dopamine_dir", help="a clone of github.com/google/dopamine (for its gin files)")
+    parser.add_argument("--agent_steps", type=int, default=70_000,
+                        help="Atari Breakout with QR-DQN: agent steps of each run (learning starts at 20k)")
     parser.add_argument("--workdir", default="runs/side_by_side", help="the runs' logdirs (outside git)")
     parser.add_argument("--out", required=True, help="writes OUT.json, OUT.png and OUT_runs/")
     parser.add_argument("--report_only", action="store_true")
@@ -324,10 +371,13 @@ def main() -> int:
     # the peer runs in its own folder, so its Python and CleanRL's clone are named absolutely
     args.peer_python = args.peer_python and os.path.abspath(args.peer_python)
     args.cleanrl_dir = args.cleanrl_dir and os.path.abspath(args.cleanrl_dir)
+    args.dopamine_dir = args.dopamine_dir and os.path.abspath(args.dopamine_dir)
     seeds = [int(seed) for seed in args.seeds.split(",")]
     if not args.report_only:
-        if "cleanrl_pqn" in task["configs"] and not (args.peer_python and args.cleanrl_dir):
-            parser.error(f"--task={args.task} runs CleanRL too: give --peer_python and --cleanrl_dir")
+        for config in task["configs"]:
+            peer = PEERS.get(config)
+            if peer and not (args.peer_python and getattr(args, f"{peer}_dir")):
+                parser.error(f"--task={args.task} runs {peer} too: give --peer_python and --{peer}_dir")
         os.makedirs(args.workdir, exist_ok=True)
         configs = list(task["configs"])
         cores = sorted(os.sched_getaffinity(0))

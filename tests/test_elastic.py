@@ -75,6 +75,9 @@ def test_rollback_restores_networks_optimizer_and_counters_exactly():
 # QR-DQN's CartPole preset under the same elastic settings as DQN's, with fewer quantiles and a smaller network.
 CARTPOLE_QRDQN = [f"--flagfile={REPO / 'configs' / 'cartpole_qrdqn.flags'}", *CARTPOLE[1:], "--num_quantiles=8",
                   "--hidden_sizes=64,64"]
+# C51 as full Rainbow: noisy networks (their noise keyed by the update count the rollback restores), dueling, double.
+CARTPOLE_RAINBOW = [f"--flagfile={REPO / 'configs' / 'cartpole_c51.flags'}", *CARTPOLE[1:], "--num_atoms=11",
+                    "--noisy_nets", "--dueling", "--hidden_sizes=64,64"]
 CARTPOLE_PQN = [f"--flagfile={REPO / 'configs' / 'cartpole_pqn.flags'}", "--elastic", "--elastic_commit_env_steps=2048",
                 "--log_interval_env_steps=2048", "--checkpoint_interval_env_steps=16384", "--stop_at_train_return=inf"]
 
@@ -165,14 +168,16 @@ def test_training_survives_a_worker_killed_mid_run(tmp_path, killed_rank, acting
     _final_checkpoint_plays(tmp_path, logdir, total)
 
 
-def test_qrdqn_survives_a_worker_killed_under_mixed_precision(tmp_path):
-    """QR-DQN under --elastic with --mixed_precision (its quantile loss scaled, its gradients averaged by
-    DistributedGradientTape): rank 1 killed mid-run; the survivor rolls back and trains alone to the budget with
-    the update count of DQN's schedule (the same replay settings), and its final checkpoint plays."""
+@pytest.mark.parametrize("preset", [CARTPOLE_QRDQN, CARTPOLE_RAINBOW], ids=["qrdqn", "c51-full-rainbow"])
+def test_a_distributional_agent_survives_a_worker_killed_under_mixed_precision(tmp_path, preset):
+    """QR-DQN, and C51 with noisy networks, under --elastic with --mixed_precision (the distributional loss scaled,
+    its gradients averaged by DistributedGradientTape): rank 1 killed mid-run; the survivor rolls back and trains
+    alone to the budget with the update count of DQN's schedule (the same replay settings), and its final
+    checkpoint plays."""
     total = 10_000
     _, logdir, commit_env_steps, commit_updates = _kill_mid_run(tmp_path, 1, r"env steps 6,000/",
                                                                 f"--total_env_steps={total}", "--mixed_precision",
-                                                                preset=CARTPOLE_QRDQN)
+                                                                preset=preset)
     assert 6_000 <= commit_env_steps < total
     assert commit_updates == 4 + (commit_env_steps - 2_000) // 2
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))

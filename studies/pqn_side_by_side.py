@@ -100,7 +100,7 @@ def git_commit(path: str) -> str:
 
 
 def label(task: dict, config: str) -> str:
-    return task.get("labels", {}).get(config, LABELS[config])
+    return task.get("labels", {}).get(config) or LABELS[config]
 
 
 def command_for(config: str, task: dict, seed: int, logdir: str, args) -> list:

@@ -43,6 +43,22 @@ def test_the_projection_against_values_worked_by_hand(values, probabilities, exp
     assert projected.sum() == pytest.approx(1.0, abs=1e-6)  # a projection keeps the probability
 
 
+def test_the_projection_equals_equation_7_term_by_term():
+    """The projection adds each value to its two neighbouring atoms; equation 7 as written weighs every atom by
+    [1 - |clip(value) - z_i| / spacing] clipped to [0, 1]. On 201 atoms, values beyond the support, between atoms and
+    on them, the two agree."""
+    support = categorical_support(201, -100.0, 100.0)
+    rng = np.random.default_rng(0)
+    values = np.concatenate([rng.uniform(-130, 130, (16, 150)), np.round(rng.uniform(-100, 100, (16, 51)))], axis=1)
+    probabilities = rng.dirichlet(np.ones(201), size=16)
+    clipped = np.clip(values, -100.0, 100.0)
+    weights = np.clip(1.0 - np.abs(clipped[:, None, :] - support[None, :, None]) / 1.0, 0.0, 1.0)
+    expected = (weights * probabilities[:, None, :]).sum(axis=-1)
+    projected = project_distribution(tf.constant(values, tf.float32), tf.constant(probabilities, tf.float32),
+                                     support).numpy()
+    np.testing.assert_allclose(projected, expected, atol=1e-5)
+
+
 def _constant_network(logits_per_action, name, support=SUPPORT):
     """A C51 network whose logits are `logits_per_action` (actions, atoms) whatever the observation."""
     actions, atoms = np.shape(logits_per_action)
@@ -132,6 +148,6 @@ def test_noisy_nets_are_refused_by_the_agents_whose_networks_have_none(tmp_path,
 
 def test_cartpole_c51_preset_is_solved_within_its_budget(tmp_path):
     """Solved as gymnasium defines it: the last 100 training episodes, as played, average at least 475, within the
-    preset's budget of 150,000 env steps. The preset's seeds were solved at 70,456, 56,280 and 54,328 env steps
+    preset's budget of 150,000 env steps. The preset's seeds were solved at 61,552, 61,760 and 54,320 env steps
     (results/cartpole_c51/); the test trains seed 2, the soonest, to keep the suite's time down."""
     train_until_solved(REPO / "configs" / "cartpole_c51.flags", tmp_path / "run", budget=150_000, flags=["--seed=2"])

@@ -36,12 +36,26 @@ def support_of(config) -> np.ndarray:
 def project_distribution(values, probabilities, support):
     """(B, atoms): the distributions putting `probabilities` (B, M) on `values` (B, M), projected onto the evenly
     spaced `support` (atoms,): each value is clipped to [z_0, z_last] and its probability split between the atoms
-    z_i within one spacing of it, by weight 1 - |value - z_i| / spacing (Bellemare et al. 2017, equation 7)."""
+    z_i within one spacing of it, by weight 1 - |value - z_i| / spacing (Bellemare et al. 2017, equation 7).
+
+    Only the two atoms around a value have a weight above 0, so each value adds to those two: at b, its position
+    in spacings from z_0, atom floor(b) gets 1 - (b - floor(b)) of it and the next atom the rest (Algorithm 1 of the
+    paper). That is B x M additions, where the equation as written (and Dopamine's `project_distribution`) forms
+    every atom's weight for every value, B x atoms x M: 5.2M terms per update at 201 atoms and batch 128."""
     support = tf.convert_to_tensor(support, tf.float32)
-    spacing = (support[-1] - support[0]) / tf.cast(tf.shape(support)[0] - 1, tf.float32)
-    clipped = tf.clip_by_value(values, support[0], support[-1])
-    nearness = tf.clip_by_value(1.0 - tf.abs(clipped[:, None, :] - support[None, :, None]) / spacing, 0.0, 1.0)
-    return tf.reduce_sum(nearness * probabilities[:, None, :], axis=-1)
+    atoms = tf.shape(support)[0]
+    spacing = (support[-1] - support[0]) / tf.cast(atoms - 1, tf.float32)
+    position = (tf.clip_by_value(values, support[0], support[-1]) - support[0]) / spacing  # b, in [0, atoms - 1]
+    lower = tf.minimum(tf.cast(tf.floor(position), tf.int32), atoms - 1)
+    upper = tf.minimum(lower + 1, atoms - 1)
+    upper_share = position - tf.cast(lower, tf.float32)  # 0 where b is an atom (the upper's index may then repeat it)
+    rows = tf.range(tf.shape(values)[0])[:, None] * atoms  # each transition's first atom in the flattened output
+    flat = tf.math.unsorted_segment_sum(
+        tf.concat([tf.reshape(probabilities * (1.0 - upper_share), [-1]), tf.reshape(probabilities * upper_share, [-1])],
+                  axis=0),
+        tf.concat([tf.reshape(rows + lower, [-1]), tf.reshape(rows + upper, [-1])], axis=0),
+        tf.shape(values)[0] * atoms)
+    return tf.reshape(flat, [-1, atoms])
 
 
 def expected_values(logits, support):

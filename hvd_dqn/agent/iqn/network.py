@@ -19,9 +19,11 @@ def build_implicit_quantile_network(config, spec, name: str, embedding_dim: int)
     head = Head(initializer="dopamine_fan_in")
     observation, features, width = feature_torso(config, spec, head)
     taus = tf.keras.Input(shape=(None,), dtype=tf.float32, name="taus")
+    # In float32 under --mixed_precision too: the levels and their cosines are the embedding's input, and a float16
+    # policy would otherwise cast the levels before the float32 frequencies meet them.
     cosines = tf.keras.layers.Lambda(
         lambda levels: tf.cos(np.pi * levels[..., None] * tf.range(1, embedding_dim + 1, dtype=tf.float32)),
-        name="tau_cosines")(taus)
+        name="tau_cosines", dtype="float32")(taus)
     embedding = tf.keras.layers.Dense(features.shape[-1], activation="relu", name="tau_embedding",
                                       kernel_initializer=head.kernel_initializer())(cosines)
     merged = tf.keras.layers.Lambda(lambda pair: pair[0][:, None, :] * pair[1], name="merge")([features, embedding])

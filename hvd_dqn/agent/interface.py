@@ -86,6 +86,11 @@ class Agent(Protocol):
         """The epsilon-greedy actor that steps this rank's envs; with `own_network` (acting ahead on a thread of
         its own) it acts with a network of its own, which the learner's weights reach at fixed points."""
 
+    def epsilon_schedule(self):
+        """Training's epsilon over the job's env steps (`hvd_dqn.agent.schedules.LinearSchedule`): the config's
+        for an epsilon-greedy agent (`AgentBase` gives it), 0 throughout where something else explores (noisy
+        networks)."""
+
     def join_world(self, world_size: int) -> None:
         """What depends on the world's size: each rank's share of the updates and the learning start. At
         start-up and, under --elastic, after every change of world."""

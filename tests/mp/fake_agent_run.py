@@ -14,6 +14,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from hvd_dqn.agent.policy import EpsilonGreedyActor  # noqa: E402
+from hvd_dqn.agent.schedules import LinearSchedule  # noqa: E402
 from hvd_dqn.config import TrainConfig, validate  # noqa: E402
 from hvd_dqn.run import trainer as trainer_module  # noqa: E402
 
@@ -92,6 +93,9 @@ class FakeAgent:
 
     def current_learning_rate(self):
         return 0.5
+
+    def epsilon_schedule(self):
+        return LinearSchedule(1.0, 0.05, 1_000)
 
     def on_world_change(self, world_size):
         return False

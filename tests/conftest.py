@@ -138,3 +138,17 @@ def train_until_solved(preset, logdir, budget: int, target: float = 475, flags=(
     assert final["recent_returns"] == played[-100:]
     assert sum(played[-100:]) / 100 >= target, (final["env_steps"], sum(played[-100:]) / 100)
     return final
+
+
+def assert_greedy_view_exports(q_network, network, observation, actions, folder) -> None:
+    """A Q-value view of `network` (an agent's `q_values`) shares its variables in the same order, so a copy of
+    weights reaches both; saved as the greedy SavedModel, it serves `actions` for `observation`."""
+    import numpy as np
+    import tensorflow as tf
+
+    from hvd_dqn.agent.serving import save_greedy_policy
+
+    assert [variable.name for variable in q_network.variables] == [variable.name for variable in network.variables]
+    save_greedy_policy(q_network, observation.shape[1:], tf.float32, str(folder))
+    served = tf.saved_model.load(str(folder)).signatures["serving_default"](observation=tf.constant(observation))
+    assert (served["actions"].numpy() == np.asarray(actions)).all(), served["actions"].numpy()

@@ -10,10 +10,9 @@ from hvd_dqn.agent.c51.agent import C51Agent
 from hvd_dqn.agent.c51.learner import CategoricalLearner, categorical_support, project_distribution, support_of
 from hvd_dqn.agent.networks import Head, build_mlp_q_network
 from hvd_dqn.agent.optimizers import make_optimizer
-from hvd_dqn.agent.serving import save_greedy_policy
 from hvd_dqn.config import TrainConfig
 
-from conftest import REPO, train_error_line, train_until_solved
+from conftest import REPO, assert_greedy_view_exports, train_error_line, train_until_solved
 
 PRESET = f"--flagfile={REPO / 'configs' / 'cartpole_c51.flags'}"
 SUPPORT = categorical_support(5, -2.0, 2.0)  # atoms -2, -1, 0, 1, 2
@@ -115,11 +114,7 @@ def test_the_greedy_policy_acts_on_the_expected_return_and_exports_so(tmp_path):
     q_network = C51Agent.q_values(network)
     observation = np.random.default_rng(0).normal(size=(3, 2)).astype(np.float32)
     np.testing.assert_allclose(q_network(observation).numpy(), [[-0.4, 0.0]] * 3, atol=1e-5)
-    assert [variable.name for variable in q_network.variables] == [variable.name for variable in network.variables]
-    save_greedy_policy(q_network, (2,), tf.float32, str(tmp_path / "policy"))
-    served = tf.saved_model.load(str(tmp_path / "policy")).signatures["serving_default"](
-        observation=tf.constant(observation))
-    np.testing.assert_array_equal(served["actions"].numpy(), [1, 1, 1])
+    assert_greedy_view_exports(q_network, network, observation, [1, 1, 1], tmp_path / "policy")
 
 
 @pytest.mark.parametrize("flags, message", [

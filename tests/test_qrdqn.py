@@ -9,11 +9,10 @@ import tensorflow as tf
 from hvd_dqn.agent.networks import Head, build_mlp_q_network
 from hvd_dqn.agent.qrdqn.agent import QRDQNAgent
 from hvd_dqn.agent.qrdqn.learner import QuantileLearner, quantile_huber_loss, quantile_midpoints
-from hvd_dqn.agent.serving import save_greedy_policy
 from hvd_dqn.config import TrainConfig
 from hvd_dqn.agent.optimizers import make_optimizer
 
-from conftest import REPO, train_error_line, train_until_solved
+from conftest import REPO, assert_greedy_view_exports, train_error_line, train_until_solved
 
 PRESET = f"--flagfile={REPO / 'configs' / 'cartpole_qrdqn.flags'}"
 
@@ -84,12 +83,7 @@ def test_the_greedy_policy_acts_on_the_mean_of_the_quantiles_and_exports_so(tmp_
     q_network = QRDQNAgent.q_values(network)
     observation = np.random.default_rng(0).normal(size=(3, 2)).astype(np.float32)
     np.testing.assert_allclose(q_network(observation).numpy(), [[1.0, 2.0]] * 3, rtol=1e-6)
-    # The Q-value view shares the network's variables in the same order: a copy of weights reaches both.
-    assert [variable.name for variable in q_network.variables] == [variable.name for variable in network.variables]
-    save_greedy_policy(q_network, (2,), tf.float32, str(tmp_path / "policy"))
-    served = tf.saved_model.load(str(tmp_path / "policy")).signatures["serving_default"](
-        observation=tf.constant(observation))
-    np.testing.assert_array_equal(served["actions"].numpy(), [1, 1, 1])
+    assert_greedy_view_exports(q_network, network, observation, [1, 1, 1], tmp_path / "policy")
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pathlib
 import re
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -112,6 +114,25 @@ def wall_seconds(path) -> list:
     return [float(line.split(",")[column]) for line in lines[1:]]
 
 
+def rank_pids(log_text: str) -> dict:
+    """{rank: pid} from the lines each rank logs at start ("rank 1 (local rank 1, pid 4242)")."""
+    return {int(rank): int(pid) for rank, pid in re.findall(r"rank (\d+) \(local rank \d+, pid (\d+)\)", log_text)}
+
+
+def wait_for_ranks(output, ranks: int, seconds: float = 300, until=lambda text: True) -> dict:
+    """Waits until the job's output (a file) names every rank's pid and `until(text)` holds; returns the pids.
+    The launcher forwards the ranks' lines in its own time, so a rank's file (metrics.csv) may exist before its
+    start lines reach the output: a test that signals one rank waits for both."""
+    deadline = time.monotonic() + seconds
+    while True:
+        text = pathlib.Path(output).read_text()
+        pids = rank_pids(text)
+        if (len(pids) == ranks and until(text)) or time.monotonic() > deadline:
+            assert len(pids) == ranks and until(text), text[-3000:]
+            return pids
+        time.sleep(0.5)
+
+
 def train_error_line(flags) -> str:
     """The one line `python -m hvd_dqn.train FLAGS` ends with for a bad setting: exit code 2, no traceback,
     nothing else on stderr."""
@@ -152,3 +173,42 @@ def assert_greedy_view_exports(q_network, network, observation, actions, folder)
     save_greedy_policy(q_network, observation.shape[1:], tf.float32, str(folder))
     served = tf.saved_model.load(str(folder)).signatures["serving_default"](observation=tf.constant(observation))
     assert (served["actions"].numpy() == np.asarray(actions)).all(), served["actions"].numpy()
+
+
+# Two workers take whole files (scripts/test.sh: --dist loadfile), and xdist hands them out largest test count
+# first, so a file of a few long runs could start last and keep one worker busy while the other idles. The
+# files' measured seconds (tests/file_seconds.json) put the longest first instead, so the workers end together.
+# HVD_DQN_RECORD_TEST_SECONDS=<path> writes a run's seconds per file there, to refresh the table.
+FILE_SECONDS = REPO / "tests" / "file_seconds.json"
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+    seconds = json.loads(FILE_SECONDS.read_text()) if FILE_SECONDS.exists() else {}
+
+    class LongestFilesFirst(LoadFileScheduling):
+        def _assign_work_unit(self, node):
+            ordered = sorted(self.workqueue.items(), key=lambda item: -seconds.get(item[0], 0.0))
+            self.workqueue.clear()
+            self.workqueue.update(ordered)
+            super()._assign_work_unit(node)
+
+    return LongestFilesFirst(config, log)
+
+
+_seconds_by_file: dict = {}
+
+
+def pytest_runtest_logreport(report):
+    file = report.nodeid.split("::", 1)[0]
+    _seconds_by_file[file] = _seconds_by_file.get(file, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    path = os.environ.get("HVD_DQN_RECORD_TEST_SECONDS")
+    if path and not hasattr(session.config, "workerinput"):  # the controller, which sees every worker's reports
+        by_time = sorted(_seconds_by_file.items(), key=lambda item: -item[1])
+        pathlib.Path(path).write_text(json.dumps({file: round(seconds, 1) for file, seconds in by_time}, indent=1)
+                                      + "\n")

@@ -5,8 +5,6 @@ import re
 import shutil
 import signal
 import subprocess
-import time
-
 import numpy as np
 import pytest
 
@@ -15,7 +13,7 @@ from hvd_dqn.replay.frames import FrameReplayMemory
 from hvd_dqn.replay.memory import PrioritySettings, ReplayMemory
 
 from conftest import (PYTHON, REPO, _horovodrun, episodes_without_wall_time, horovodrun, python_module, run,
-                      subprocess_env, wall_seconds)
+                      subprocess_env, wait_for_ranks, wall_seconds)
 
 # The update counts below assume one update per env step of each rank, from 1,000 transitions per rank:
 # pinned here (each rank's own envs and memory, no scaling rules), so they do not move with the preset or
@@ -81,10 +79,8 @@ def test_a_run_stopped_by_sigterm_and_resumed_is_the_run_that_never_stopped(tmp_
         job = subprocess.Popen([_horovodrun(), "-np", "2", "--gloo", PYTHON, "-m", "hvd_dqn.train", *flags,
                                 f"--logdir={stopped}"], stdout=handle, stderr=subprocess.STDOUT, text=True,
                                env=subprocess_env(), cwd=REPO)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and "env steps 1,000/" not in output.read_text():
-            time.sleep(0.5)
-        os.kill(_rank_pids(output.read_text())[1], signal.SIGTERM)
+        pids = wait_for_ranks(output, 2, until=lambda text: "env steps 1,000/" in text)
+        os.kill(pids[1], signal.SIGTERM)
         job.wait(timeout=120)
     assert job.returncode == 0, output.read_text()[-3000:]
     at_stop = checkpoint.read_counters(checkpoint.latest_checkpoint(str(stopped)))
@@ -141,10 +137,6 @@ def test_a_run_stopped_by_sigterm_and_resumed_is_the_run_that_never_stopped(tmp_
     assert max(env_steps for env_steps in logged if env_steps <= 1504) == 1504
 
 
-def _rank_pids(log_text):
-    return {int(rank): int(pid) for rank, pid in re.findall(r"rank (\d+) \(local rank \d+, pid (\d+)\)", log_text)}
-
-
 # With the pipeline, acting may be a few steps ahead when the stop is agreed: every rank takes and pays for
 # those steps, then stops at the same iteration (the replicas' digests below prove it).
 @pytest.mark.parametrize("acting", [[], ["--pipeline=on"]], ids=["in_order", "pipeline"])
@@ -157,12 +149,7 @@ def test_sigterm_to_one_rank_stops_every_rank_with_a_checkpoint(tmp_path, acting
     with open(output, "w") as handle:
         job = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, text=True, env=subprocess_env(),
                                cwd=REPO)
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not (logdir / "metrics.csv").exists():
-            time.sleep(1)
-        assert (logdir / "metrics.csv").exists(), output.read_text()[-3000:]
-        pids = _rank_pids(output.read_text())
-        assert set(pids) == {0, 1}, output.read_text()[-3000:]
+        pids = wait_for_ranks(output, 2, until=lambda text: (logdir / "metrics.csv").exists())
         os.kill(pids[1], signal.SIGTERM)  # as a scheduler pre-empting one host would
         try:
             job.wait(timeout=120)

@@ -1,12 +1,13 @@
 """hvd_dqn: data-parallel Deep Q-Networks with Horovod and TensorFlow-Keras.
 
-The layout: the commands a user runs are the modules at the top (`train`, `evaluate`, `export`, `ray_train`,
-`spark_train`; each `python -m hvd_dqn.NAME --help`) and `runner` (the same from Python), with what they share
-(`flags`, `config`, `errors`, `envs`, `rank_split`); the trainer's parts are the subpackages `agent/` (the agent
-interface, DQN and PQN, networks, optimizers, policy), `replay/` (each rank's memory), `run/` (one rank's part of
-a job: the loop, acting, checkpoints, elastic training) and `logdir/` (what a run leaves behind); `baselines/`
-holds published curves as data; `tools/` measures and plans (benchmark, cost model, scaling study, noise scale,
-step headroom, score).
+The layout (docs/architecture.md, "Rooms"): the commands a user runs are the modules at the top (`train`,
+`evaluate`, `export`, `ray_train`, `spark_train`; each `python -m hvd_dqn.NAME --help`) and `runner` (the same
+from Python), with what they share (`flags`, `config`, `cli`, `envs`, `rank_split`, `collectives`); training's
+parts are the subpackages `agent/` (the agents' registry and interface, DQN, QR-DQN, IQN, C51 and PQN, networks,
+optimizers, policies), `memories/` (each rank's replay memory or rollout), `run/` (one rank's part of a job: the
+loop, acting, checkpoints, elastic training) and `logdir/` (what a run leaves behind); `baselines/` holds
+published curves as data. Apart from training: `measure/` (benchmarks), `plan/` (cost model, calibration, scaling
+study, noise scale, step headroom) and `reports/` (curves, scores, a run against a baseline, an Atari suite).
 
 hvd_dqn runs on Keras 2 (the `tf-keras` package): TensorFlow 2.16+ makes `tf.keras` Keras 3, whose optimizers
 Horovod 0.28.1's DistributedOptimizer cannot wrap (horovod issue #4290). TensorFlow picks the Keras behind

@@ -19,7 +19,7 @@ from typing import Optional, Tuple
 from hvd_dqn.agent import registry
 from hvd_dqn.logdir import storage
 
-LOSSES = ("huber", "mse")  # the TD losses hvd_dqn.agent.distributed_update.td_loss knows
+LOSSES = ("huber", "mse")  # the TD losses hvd_dqn.agent.data_parallel_update.td_loss knows
 NETWORKS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # hvd_dqn.agent.networks.build_q_network
 CONV_PADDINGS = ("valid", "same")  # the Nature CNN's convolutions: Mnih et al.'s, or Flax's (Dopamine)
 OPTIMIZERS = ("adam", "rmsprop", "radam")  # hvd_dqn.agent.optimizers.make_optimizer

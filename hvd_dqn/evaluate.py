@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 
-from absl import app, flags
+from absl import flags
 
-from hvd_dqn.errors import fail, flags_parser
+from hvd_dqn.cli import Command
 from hvd_dqn.runner import EvaluationError, evaluate_checkpoint
 
 PROGRAM = "hvd_dqn.evaluate"
+COMMAND = Command(PROGRAM)
 
 flags.DEFINE_string("logdir", None, "Training log folder whose latest complete checkpoint is evaluated.")
 flags.DEFINE_string("checkpoint", None, "A specific checkpoint folder (.../checkpoints/ckpt-N) instead of the latest.")
@@ -34,25 +35,25 @@ FLAGS = flags.FLAGS
 
 def main(argv) -> None:
     if len(argv) > 1:
-        _fail(f"unexpected arguments {' '.join(argv[1:])}")
+        COMMAND.fail(f"unexpected arguments {' '.join(argv[1:])}")
     if FLAGS.episodes <= 0:
-        _fail(f"--episodes={FLAGS.episodes}: must be a positive integer")
+        COMMAND.fail(f"--episodes={FLAGS.episodes}: must be a positive integer")
     if FLAGS.epsilon is not None and not 0.0 <= FLAGS.epsilon <= 1.0:
-        _fail(f"--epsilon={FLAGS.epsilon}: must be a probability in [0, 1]")
+        COMMAND.fail(f"--epsilon={FLAGS.epsilon}: must be a probability in [0, 1]")
     if FLAGS.video:
         from hvd_dqn.logdir.video import check_video_path
 
         try:
             check_video_path(FLAGS.video)  # before the episodes, not after
         except ValueError as error:
-            _fail(str(error))
+            COMMAND.fail(str(error))
     from hvd_dqn.logdir import checkpoint
 
     try:
         result = evaluate_checkpoint(FLAGS.logdir, FLAGS.checkpoint, FLAGS.episodes, FLAGS.epsilon, FLAGS.seed,
                                      FLAGS.video)
     except (checkpoint.CheckpointNotFound, EvaluationError) as error:
-        _fail(str(error))
+        COMMAND.fail(str(error))
     text = json.dumps(result, indent=2)
     print(text)
     if FLAGS.json:
@@ -60,15 +61,12 @@ def main(argv) -> None:
             with open(FLAGS.json, "w") as handle:
                 handle.write(text + "\n")
         except OSError as error:
-            _fail(f"--json={FLAGS.json}: cannot write ({error.strerror})")
+            COMMAND.fail(f"--json={FLAGS.json}: cannot write ({error.strerror})")
 
-
-def _fail(message: str) -> None:
-    fail(PROGRAM, message)
 
 
 def run() -> None:
-    app.run(main, flags_parser=flags_parser(PROGRAM))
+    COMMAND.run(main)
 
 
 if __name__ == "__main__":

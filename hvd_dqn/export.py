@@ -25,11 +25,12 @@ import shutil
 import tempfile
 from typing import Optional
 
-from absl import app, flags
+from absl import flags
 
-from hvd_dqn.errors import fail, flags_parser
+from hvd_dqn.cli import Command
 
 PROGRAM = "hvd_dqn.export"
+COMMAND = Command(PROGRAM)
 
 flags.DEFINE_string("logdir", None, "Training log folder whose latest complete checkpoint is exported.")
 flags.DEFINE_string("checkpoint", None, "A specific checkpoint folder (.../checkpoints/ckpt-N) instead of the latest.")
@@ -43,14 +44,14 @@ class ExportError(Exception):
 
 
 def export(logdir: Optional[str], explicit: Optional[str], out: str, overwrite: bool = False) -> dict:
-    """Writes the greedy policy of the checkpoint --logdir/--checkpoint name (`checkpoint.load_named_checkpoint`)
+    """Writes the greedy policy of the checkpoint --logdir/--checkpoint name (`reload.load_named_checkpoint`)
     to `out` as a SavedModel; returns what hvd_dqn_policy.json holds."""
     import numpy as np
     import tensorflow as tf
 
+    from hvd_dqn.agent import reload
     from hvd_dqn.agent.serving import POLICY_INFO, save_greedy_policy
     from hvd_dqn.envs import spec_of
-    from hvd_dqn.logdir import checkpoint
 
     out = os.path.abspath(out)
     if os.path.exists(out) and not overwrite:
@@ -58,7 +59,7 @@ def export(logdir: Optional[str], explicit: Optional[str], out: str, overwrite: 
     parent = os.path.dirname(out)
     if not os.path.isdir(parent):
         raise ExportError(f"--out={out}: folder {parent} does not exist")
-    checkpoint_path, config, env, online, counters = checkpoint.load_named_checkpoint(logdir, explicit)
+    checkpoint_path, config, env, online, counters = reload.load_named_checkpoint(logdir, explicit)
     spec = spec_of(env)
     env.close()
     info = dict(env_id=config.env_id, observation_shape=list(spec.observation_shape),
@@ -88,24 +89,21 @@ def export(logdir: Optional[str], explicit: Optional[str], out: str, overwrite: 
 
 def main(argv) -> None:
     if len(argv) > 1:
-        _fail(f"unexpected arguments {' '.join(argv[1:])}")
+        COMMAND.fail(f"unexpected arguments {' '.join(argv[1:])}")
     if not FLAGS.out:
-        _fail("--out: required (the folder to write the SavedModel to)")
+        COMMAND.fail("--out: required (the folder to write the SavedModel to)")
     from hvd_dqn.logdir import checkpoint
 
     try:
         result = export(FLAGS.logdir, FLAGS.checkpoint, FLAGS.out, FLAGS.overwrite)
     except (checkpoint.CheckpointNotFound, ExportError) as error:
-        _fail(str(error))
+        COMMAND.fail(str(error))
     print(json.dumps(result, indent=2))
 
 
-def _fail(message: str) -> None:
-    fail(PROGRAM, message)
-
 
 def run() -> None:
-    app.run(main, flags_parser=flags_parser(PROGRAM))
+    COMMAND.run(main)
 
 
 if __name__ == "__main__":

@@ -279,3 +279,28 @@ def job_num_envs_problem(config: TrainConfig, job_num_envs: int, world_sizes, ot
         return (f"--job_num_envs={job_num_envs}: must be a positive multiple of every worker count "
                 f"({', '.join(map(str, world_sizes))}), so each worker steps as many envs")
     return None
+
+
+@dataclasses.dataclass(frozen=True)
+class RankShape:
+    """What one of N ranks does per update: the terms of the cost model's formula (hvd_dqn/plan/cost_formula.py)."""
+    workers: int
+    num_envs: int  # e: this rank's envs
+    batch_size: int  # b: this rank's minibatch
+    env_steps_per_update: float  # F_r: this rank's env steps per update
+
+
+class ShapeError(ValueError):
+    """A job's envs or batch that do not split evenly over its ranks."""
+
+
+def rank_shape(rank_scaling: str, job_num_envs: int, batch_size: int, train_frequency: int,
+               workers: int) -> RankShape:
+    """The per-rank shape of a job of `workers` ranks; job_num_envs: E, the envs of the whole job."""
+    if job_num_envs % workers:
+        raise ShapeError(f"the job's {job_num_envs} envs do not split evenly over {workers} workers")
+    if rank_scaling == "updates":
+        if batch_size % workers:
+            raise ShapeError(f"--batch_size={batch_size} does not split evenly over {workers} workers")
+        return RankShape(workers, job_num_envs // workers, batch_size // workers, train_frequency / workers)
+    return RankShape(workers, job_num_envs // workers, batch_size, float(train_frequency))

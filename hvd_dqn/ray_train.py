@@ -29,9 +29,10 @@ import socket
 import sys
 import threading
 
-from absl import app, flags, logging
+from absl import flags, logging
 
-from hvd_dqn import errors, quiet_tensorflow
+from hvd_dqn import quiet_tensorflow
+from hvd_dqn.cli import Command
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.flags import config_from_flags, define_flags
 from hvd_dqn.logdir import storage
@@ -41,6 +42,7 @@ from hvd_dqn.run.ray_or_spark_rank import train_as_rank
 define_flags()  # hvd_dqn.train's flags, which this program takes as its own
 
 PROGRAM = "hvd_dqn.ray_train"
+COMMAND = Command(PROGRAM)
 
 flags.DEFINE_integer("num_workers", 2, "Ray workers, one Horovod rank each.")
 flags.DEFINE_integer("cpus_per_worker", 1, "CPUs Ray reserves for each worker.")
@@ -298,13 +300,13 @@ def _restore_ray_state_module(ray) -> None:
 def main(argv) -> None:
     logging.set_verbosity(logging.WARNING)  # this driver's progress is rank 0's, forwarded by Ray
     if len(argv) > 1:
-        errors.fail(PROGRAM, f"unexpected arguments {' '.join(argv[1:])}; every setting is a --flag (see --helpfull)")
+        COMMAND.fail(f"unexpected arguments {' '.join(argv[1:])}; every setting is a --flag (see --helpfull)")
     try:
         _check_ray_flags()
         config = config_from_flags(check_logdir_writable=True)
         counters, stopped_by = train_on_ray(config)
     except (ConfigError, CheckpointError) as error:
-        errors.fail(PROGRAM, str(error))
+        COMMAND.fail(str(error))
     if stopped_by:
         print(f"{PROGRAM}: stopped by {stopped_by} at {counters['env_steps']:,} env steps on {FLAGS.num_workers} "
               f"Ray workers; logdir {config.logdir}. To continue, run the same command with --resume", flush=True)
@@ -316,7 +318,7 @@ def main(argv) -> None:
 
 def run() -> None:
     """Console-script entry point."""
-    app.run(main, flags_parser=errors.flags_parser(PROGRAM))
+    COMMAND.run(main)
 
 
 if __name__ == "__main__":

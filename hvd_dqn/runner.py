@@ -53,10 +53,10 @@ class Runner:
         Collective under horovodrun: every rank calls it."""
         from absl import logging
 
-        from hvd_dqn.run import distributed
+        from hvd_dqn.run import horovod_setup
         from hvd_dqn.run.trainer import Trainer
 
-        rank = distributed.launcher_rank()
+        rank = horovod_setup.launcher_rank()
         self.config = _with_settings(self.config, settings, check_logdir_writable=rank == 0)
         logging.set_verbosity(logging.INFO if rank == 0 else logging.WARNING)
         counters = Trainer(self.config).run()
@@ -90,16 +90,16 @@ def _with_settings(config: TrainConfig, settings: dict, check_logdir_writable: b
 def evaluate_checkpoint(logdir: Optional[str], explicit: Optional[str], episodes: int, epsilon: Optional[float],
                         seed: int, video: Optional[str] = None) -> dict:
     """The summary of `episodes` episodes played by the online network of the checkpoint `logdir` or `explicit`
-    names (`checkpoint.load_named_checkpoint`), at `epsilon` (None: the training run's eval_epsilon); with
+    names (`reload.load_named_checkpoint`), at `epsilon` (None: the training run's eval_epsilon); with
     `video`, also films one episode into that file. Raises checkpoint.CheckpointNotFound or EvaluationError."""
     import numpy as np
 
+    from hvd_dqn.agent import reload
     from hvd_dqn.agent.episodes import run_episodes
     from hvd_dqn.agent.policy import EpsilonGreedyActor
     from hvd_dqn.envs import spec_of
-    from hvd_dqn.logdir import checkpoint
 
-    checkpoint_path, config, env, online, counters = checkpoint.load_named_checkpoint(logdir, explicit, episodes)
+    checkpoint_path, config, env, online, counters = reload.load_named_checkpoint(logdir, explicit, episodes)
     if epsilon is None:
         epsilon = config.eval_epsilon
     spec = spec_of(env)

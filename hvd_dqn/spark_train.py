@@ -17,9 +17,10 @@ import re
 import sys
 import threading
 
-from absl import app, flags, logging
+from absl import flags, logging
 
-from hvd_dqn import errors, quiet_tensorflow
+from hvd_dqn import quiet_tensorflow
+from hvd_dqn.cli import Command
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.flags import config_from_flags, define_flags
 from hvd_dqn.logdir import storage
@@ -29,6 +30,7 @@ from hvd_dqn.run.ray_or_spark_rank import train_as_rank
 define_flags()  # hvd_dqn.train's flags, which this program takes as its own
 
 PROGRAM = "hvd_dqn.spark_train"
+COMMAND = Command(PROGRAM)
 
 flags.DEFINE_integer("num_proc", 2, "Horovod ranks, one Spark task each.")
 flags.DEFINE_string("spark_master", "", "Spark master URL (spark://HOST:7077, yarn, k8s://..., local[N]); empty: "
@@ -125,20 +127,20 @@ def train_on_spark(config: TrainConfig) -> dict:
 def main(argv) -> None:
     logging.set_verbosity(logging.WARNING)
     if len(argv) > 1:
-        errors.fail(PROGRAM, f"unexpected arguments {' '.join(argv[1:])}; every setting is a --flag (see --helpfull)")
+        COMMAND.fail(f"unexpected arguments {' '.join(argv[1:])}; every setting is a --flag (see --helpfull)")
     try:
         _check_spark_flags()
         config = config_from_flags(check_logdir_writable=True)
         counters = train_on_spark(config)
     except (ConfigError, CheckpointError) as error:
-        errors.fail(PROGRAM, str(error))
+        COMMAND.fail(str(error))
     print(f"{PROGRAM}: trained {counters['env_steps']:,} env steps, {counters['updates']:,} updates, "
           f"{counters['episodes']:,} episodes in {FLAGS.num_proc} Spark tasks; logdir {config.logdir}", flush=True)
 
 
 def run() -> None:
     """Console-script entry point."""
-    app.run(main, flags_parser=errors.flags_parser(PROGRAM))
+    COMMAND.run(main)
 
 
 if __name__ == "__main__":

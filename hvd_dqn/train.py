@@ -15,7 +15,7 @@ from absl import app, flags, logging
 from hvd_dqn.config import ConfigError
 from hvd_dqn.flags import config_from_flags, define_flags, short_help
 from hvd_dqn.logdir.checkpoint import CheckpointError
-from hvd_dqn.run import distributed
+from hvd_dqn.run import horovod_setup
 
 define_flags()
 flags.DEFINE_integer("check_ranks", 0, "Check every setting for a job of this many ranks (each rank's share of the "
@@ -27,7 +27,7 @@ PROGRAM = "hvd_dqn.train"
 
 def fail(message: str) -> None:
     """Ends this rank with exit code 2; rank 0 alone prints the one-line reason."""
-    if distributed.launcher_rank() == 0:
+    if horovod_setup.launcher_rank() == 0:
         # One write: a launcher that tags each rank's output (mpirun's [1,0]<stderr>:) tags each write.
         sys.stderr.write(f"{PROGRAM}: error: {message}\n")
         sys.stderr.flush()
@@ -48,7 +48,7 @@ def parse_flags(argv):
 def main(argv) -> None:
     if len(argv) > 1:
         fail(f"unexpected arguments {' '.join(argv[1:])}; every setting is a --flag (see --helpfull)")
-    rank = distributed.launcher_rank()
+    rank = horovod_setup.launcher_rank()
     if rank != 0:
         logging.set_verbosity(logging.WARNING)
     try:

@@ -14,5 +14,5 @@ cd "$repo"
 args=("$@")
 [[ " ${args[*]} " == *" --flagfile="* ]] || args=(--flagfile=configs/pong.flags "${args[@]}")
 [[ " ${args[*]} " == *" --json="* ]] || args+=(--json=bench.json)
-"$repo/.venv/bin/python" -m hvd_dqn.tools.benchmark "${args[@]}"
-"$repo/.venv/bin/horovodrun" -np "${NP:-2}" --gloo "$repo/.venv/bin/python" -m hvd_dqn.tools.benchmark "${args[@]}"
+"$repo/.venv/bin/python" -m hvd_dqn.measure.benchmark "${args[@]}"
+"$repo/.venv/bin/horovodrun" -np "${NP:-2}" --gloo "$repo/.venv/bin/python" -m hvd_dqn.measure.benchmark "${args[@]}"

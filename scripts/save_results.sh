@@ -17,9 +17,9 @@ out="$repo/results/$name"
 mkdir -p "$out"
 cp "$logdir/episodes.csv" "$logdir/metrics.csv" "$logdir/config.json" "$out/"
 python="$repo/.venv/bin/python"
-"$python" "$repo/scripts/plot_curves.py" "$name=$out" --window=100 --out="$out/curve.png" >/dev/null
+"$python" -m hvd_dqn.reports.curves "$name=$out" --window=100 --out="$out/curve.png" >/dev/null
 env_id="$("$python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["env_id"])' "$out/config.json")"
-if [[ "$env_id" == ALE/* ]] && "$python" "$repo/scripts/compare_to_baseline.py" "$out" --label="$name" \
+if [[ "$env_id" == ALE/* ]] && "$python" -m hvd_dqn.reports.baseline "$out" --label="$name" \
     --also=Rainbow,QR-DQN,IQN --json="$out/dopamine.json" --out="$out/dopamine.png" >"$out/dopamine.md" 2>/dev/null; then
   sed -i '/^wrote /d' "$out/dopamine.md"
 else

@@ -190,7 +190,7 @@ keras="$("$venv/bin/python" -c 'import hvd_dqn, tensorflow as tf; print(tf.keras
 # A GPU machine: whether TensorFlow sees its GPUs and Horovod has NCCL, each with its fix (training still runs,
 # on the CPU, if not).
 if [[ -e /proc/driver/nvidia/version ]]; then
-  "$venv/bin/python" -m hvd_dqn.tools.calibrate --check_gpu \
+  "$venv/bin/python" -m hvd_dqn.plan.calibrate --check_gpu \
     || log "warning: this machine has an NVIDIA driver but the GPU set-up above is incomplete"
 fi
 echo "$wanted_stamp" >"$stamp"

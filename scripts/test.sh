@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the whole test suite: sets up if needed (scripts/setup.sh), then pytest. Extra arguments go to
-# pytest, e.g. `scripts/test.sh -k replay` or `scripts/test.sh tests/test_learner.py`.
+# pytest, e.g. `scripts/test.sh -k replay` or `scripts/test.sh tests/agent/test_learner.py`.
 #
 # Two test files at a time (pytest-xdist, one file per worker): most tests start one process that keeps a
 # single core busy (a CartPole run is one Python thread), so on 2 cores one file at a time leaves a core idle.

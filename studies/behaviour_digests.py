@@ -47,6 +47,15 @@ CLOCK_COUNTERS = {"wall_s", "time"}  # seconds of training; the time of day it w
 UNSTABLE_SHARD_KEYS = {"extra_emulators"}
 
 
+def with_rank_states_named_as_before(counters: dict) -> dict:
+    """The counters with each rank state's keys as checkpoints before version 0.3 named them: DQN's
+    env_steps_since_update was update_credit, and PQN saved an update_credit of 0 that it no longer saves. For
+    --expect against digests taken before that rename: what a rank keeps must be the same, under its old name."""
+    for state in counters.get("rank_states") or []:
+        state["update_credit"] = state.pop("env_steps_since_update", state.get("update_credit", 0))
+    return counters
+
+
 def csv_digest(path: pathlib.Path) -> str:
     """sha256 of a CSV with its clock columns removed."""
     with open(path, newline="") as handle:
@@ -57,7 +66,7 @@ def csv_digest(path: pathlib.Path) -> str:
     return hashlib.sha256(text.getvalue().encode()).hexdigest()
 
 
-def checkpoint_digests(path: pathlib.Path) -> dict:
+def checkpoint_digests(path: pathlib.Path, names_before_0_3: bool = False) -> dict:
     """sha256 of the checkpoint's tensors (by name), its counters without wall time, and each replay shard."""
     import numpy as np
     import tensorflow as tf
@@ -73,6 +82,8 @@ def checkpoint_digests(path: pathlib.Path) -> dict:
     counters = json.loads((path / "counters.json").read_text())
     for key in CLOCK_COUNTERS:
         counters.pop(key, None)
+    if names_before_0_3:
+        counters = with_rank_states_named_as_before(counters)
     digests = {"tensors": tensors.hexdigest(),
                "counters": hashlib.sha256(json.dumps(counters, sort_keys=True).encode()).hexdigest()}
     for shard in sorted(path.glob("replay-rank*.npz")):
@@ -85,7 +96,7 @@ def checkpoint_digests(path: pathlib.Path) -> dict:
     return digests
 
 
-def run_one(name: str, ranks: int, flags, workdir: pathlib.Path) -> dict:
+def run_one(name: str, ranks: int, flags, workdir: pathlib.Path, names_before_0_3: bool = False) -> dict:
     logdir = workdir / name
     command = [PYTHON, "-m", "hvd_dqn.train", *flags, f"--logdir={logdir}", "--seed=0", "--alsologtostderr"]
     if ranks > 1:
@@ -97,7 +108,8 @@ def run_one(name: str, ranks: int, flags, workdir: pathlib.Path) -> dict:
         raise SystemExit(f"{name}: the run failed (exit {result.returncode}):\n{result.stderr[-3000:]}")
     checkpoints = sorted((logdir / "checkpoints").glob("ckpt-*"))
     return {"episodes.csv": csv_digest(logdir / "episodes.csv"), "metrics.csv": csv_digest(logdir / "metrics.csv"),
-            "checkpoint": checkpoint_digests(checkpoints[-1]), "checkpoint_name": checkpoints[-1].name}
+            "checkpoint": checkpoint_digests(checkpoints[-1], names_before_0_3),
+            "checkpoint_name": checkpoints[-1].name}
 
 
 def main() -> None:
@@ -105,13 +117,16 @@ def main() -> None:
     parser.add_argument("--out", help="write the digests to this JSON file")
     parser.add_argument("--expect", help="compare with the digests in this JSON file; exit 1 if any differs")
     parser.add_argument("--only", default="", help="comma-separated run names (default: all)")
+    parser.add_argument("--rank_state_names_before_0_3", action="store_true",
+                        help="digest the counters with the rank states' keys as before version 0.3 "
+                             "(for --expect against digests taken then)")
     args = parser.parse_args()
     chosen = [run for run in RUNS if not args.only or run[0] in args.only.split(",")]
     expected = json.loads(pathlib.Path(args.expect).read_text()) if args.expect else None
     digests, differ = {}, []
     with tempfile.TemporaryDirectory(prefix="digests-") as workdir:
         for name, ranks, flags in chosen:
-            digests[name] = run_one(name, ranks, flags, pathlib.Path(workdir))
+            digests[name] = run_one(name, ranks, flags, pathlib.Path(workdir), args.rank_state_names_before_0_3)
             verdict = ""
             if expected is not None:
                 same = expected.get(name) == digests[name]

@@ -1,5 +1,5 @@
-"""Whether `python -m hvd_dqn.tools.calibrate`'s profile of this machine agrees with the figures of
-`python -m hvd_dqn.tools.benchmark` for the same preset, both bound to the same core, taking turns (benchmark,
+"""Whether `python -m hvd_dqn.plan.calibrate`'s profile of this machine agrees with the figures of
+`python -m hvd_dqn.measure.benchmark` for the same preset, both bound to the same core, taking turns (benchmark,
 calibrate; then calibrate, benchmark; ...), each figure the median over the rounds:
 
     .venv/bin/python studies/calibrate_against_benchmark.py --flagfile=configs/pong.flags --core=0 --rounds=4 \\
@@ -21,7 +21,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from hvd_dqn.flags import split_run_flags  # noqa: E402
-from hvd_dqn.tools import gpu_costs, hardware_profiles  # noqa: E402
+from hvd_dqn.plan import gpu_costs, hardware_profiles  # noqa: E402
 
 
 def run(command):
@@ -63,11 +63,11 @@ def main() -> None:
         for tool in order:
             path = f"{args.out}_{tool}_{round_index}.json"
             if tool == "benchmark":
-                run(pin + ["hvd_dqn.tools.benchmark", f"--flagfile={args.flagfile}", "--part=stages", *timing,
+                run(pin + ["hvd_dqn.measure.benchmark", f"--flagfile={args.flagfile}", "--part=stages", *timing,
                            "--cores_per_rank=1", f"--json={path}", *train_flags])
                 measured[tool].append(benchmark_figures(path))
             else:
-                run(pin + ["hvd_dqn.tools.calibrate", f"--flagfile={args.flagfile}", f"--out={path}", "--ranks=1",
+                run(pin + ["hvd_dqn.plan.calibrate", f"--flagfile={args.flagfile}", f"--out={path}", "--ranks=1",
                            *timing, "--", "--cores_per_rank=1", *train_flags])
                 measured[tool].append(path)
             print(f"round {round_index + 1}: {tool} done", flush=True)

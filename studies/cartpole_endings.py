@@ -30,9 +30,9 @@ def play(checkpoint_path: str, episodes: int, seed: int):
     import gymnasium as gym
     import numpy as np
 
-    from hvd_dqn.logdir import checkpoint
+    from hvd_dqn.agent import reload
 
-    config, env, online = checkpoint.load_online_network(checkpoint_path, 1)
+    config, env, online = reload.load_online_network(checkpoint_path, 1)
     env.close()
     if config.env_id != "CartPole-v1":
         raise SystemExit(f"cartpole_endings.py: {checkpoint_path} was trained on {config.env_id}, not CartPole-v1")

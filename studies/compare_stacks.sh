@@ -4,7 +4,7 @@
 #   1. set-up from nothing: both commits' scripts/setup.sh run at the same time, each in its own clone with
 #      its own empty pip and wheel caches (so each downloads and compiles everything, and both see the same
 #      load); the wall time of each;
-#   2. the benchmark's part 1 (hvd_dqn.tools.benchmark on one preset), the two stacks taking turns, ROUNDS times
+#   2. the benchmark's part 1 (hvd_dqn.measure.benchmark on one preset), the two stacks taking turns, ROUNDS times
 #      each (before, after, before, after, ...).
 # Debian packages are not removed first: both set-ups find the same ones installed.
 #
@@ -62,9 +62,11 @@ done
 for ((round = 1; round <= rounds; round++)); do
   for side in before after; do
     log "benchmark round $round of $rounds: $side"
-    # The benchmark's module moved to hvd_dqn/tools/ in 0.2.0; an older commit has it at the top of the package.
-    module=hvd_dqn.tools.benchmark
-    [[ -f "$out/$side/repo/hvd_dqn/tools/benchmark.py" ]] || module=hvd_dqn.benchmark
+    # The benchmark's module: hvd_dqn/measure/ since 0.3.0, hvd_dqn/tools/ in 0.2.x, the package's top before.
+    module=hvd_dqn.measure.benchmark
+    [[ -f "$out/$side/repo/hvd_dqn/measure/benchmark.py" ]] || module=hvd_dqn.tools.benchmark
+    [[ -f "$out/$side/repo/hvd_dqn/tools/benchmark.py" || -f "$out/$side/repo/hvd_dqn/measure/benchmark.py" ]] ||
+      module=hvd_dqn.benchmark
     (cd "$out/$side/repo" && source scripts/launch_env.sh &&
       .venv/bin/python -m "$module" "${bench_args[@]}" --json="$out/bench-$side-$round.json") \
       >"$out/bench-$side-$round.log" 2>&1 || { log "$side: the benchmark failed; see $out/bench-$side-$round.log"; exit 1; }

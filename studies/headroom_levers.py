@@ -1,6 +1,6 @@
 """Which change to a DQN preset keeps its env steps to a score where k ranks of the default --rank_scaling=batch
 first lose them: each lever is one-rank runs with k ranks' updates, step size and schedules
-(hvd_dqn.tools.step_headroom's flags, worked out with the lever's flags in place, so that a lever that changes the
+(hvd_dqn.plan.step_headroom's flags, worked out with the lever's flags in place, so that a lever that changes the
 step-size rule or the update rate is scaled as k ranks would scale it), compared with the preset's own k = 1 study.
 
     .venv/bin/python studies/headroom_levers.py --flagfile=configs/cartpole.flags --k=32 --seeds=0,1,2 \
@@ -23,8 +23,8 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from hvd_dqn.tools import scaling_study  # noqa: E402
-from hvd_dqn.tools.step_headroom import headroom_flags, one_rank_study  # noqa: E402
+from hvd_dqn.plan import scaling_study  # noqa: E402
+from hvd_dqn.plan.step_headroom import headroom_flags, one_rank_study  # noqa: E402
 
 
 def parse_lever(text: str):

@@ -9,7 +9,7 @@ Each configuration trains the preset (flags after "--" added) from scratch for -
 with evaluation and checkpoints off, and its rate is taken from metrics.csv between the first log point whose
 updates have begun and the last: the first update of every rank builds its training graph, which with 16 ranks
 on 2 cores took about 30 s, a one-off that a window starting at --learning_starts folded into the rate.
-HOROVOD_CYCLE_TIME is set for the ranks (hvd_dqn.run.distributed.runtime_defaults leaves a value the user set
+HOROVOD_CYCLE_TIME is set for the ranks (hvd_dqn.run.horovod_setup.runtime_defaults leaves a value the user set
 alone). The configurations run in an order
 turned round from one round to the next, so that a drift of the machine falls on all alike; the medians over
 rounds are reported. Writes OUT.json with every run's rate."""
@@ -29,7 +29,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from hvd_dqn.flags import split_run_flags  # noqa: E402
-from hvd_dqn.run.distributed import launcher_environment  # noqa: E402
+from hvd_dqn.run.horovod_setup import launcher_environment  # noqa: E402
 
 
 def measured_rate(metrics_csv: str) -> float:

@@ -2,7 +2,7 @@
 # Makes the environment CleanRL's scripts run in, outside hvd_dqn's venv:
 #     bash studies/peer_venv.sh PEERS/cleanrl            # pqn.py (CartPole) for studies/pqn_side_by_side.py
 #     bash studies/peer_venv.sh PEERS/cleanrl_atari atari   # pqn_atari_envpool.py (Atari through envpool)
-#     bash studies/peer_venv.sh PEERS/dopamine dopamine     # Dopamine's JAX agents, for studies/dopamine_side_by_side.py
+#     bash studies/peer_venv.sh PEERS/dopamine dopamine     # Dopamine's JAX agents, for studies/pqn_side_by_side.py --task=atari_breakout_qrdqn
 # CleanRL's pyproject pins gymnasium 0.29.1 and torch 2.4.1 (Python < 3.11). This machine's Python is 3.11 and
 # PyPI's torch 2.4.1 is a CUDA build of several GB, so the studies use a CPU build of torch 2.13.0 (TORCH below;
 # elsewhere: TORCH="torch==2.4.1 --index-url https://download.pytorch.org/whl/cpu"). numpy stays below 2, which

@@ -58,7 +58,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from hvd_dqn.tools.study_report import episode_at_target, read_run  # noqa: E402
+from hvd_dqn.reports.score import episode_at_target, read_run  # noqa: E402
 
 TASKS = {
     "cartpole": dict(target=475.0, configs=("cleanrl_pqn", "hvd_dqn_pqn", "hvd_dqn_dqn"),

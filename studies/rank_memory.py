@@ -29,7 +29,7 @@ sys.path.insert(0, REPO)
 from hvd_dqn.envs import probe_spec  # noqa: E402
 from hvd_dqn.flags import config_of_runs, split_run_flags  # noqa: E402
 from hvd_dqn.rank_split import rank_share  # noqa: E402
-from hvd_dqn.run.distributed import launcher_environment  # noqa: E402
+from hvd_dqn.run.horovod_setup import launcher_environment  # noqa: E402
 from hvd_dqn.run.memory_check import GIB, replay_bytes, smaps_fields  # noqa: E402
 
 MIB = 2**20

@@ -182,6 +182,7 @@ def assert_greedy_view_exports(q_network, network, observation, actions, folder)
 FILE_SECONDS = REPO / "tests" / "file_seconds.json"
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: plain pytest (-p no:xdist) runs without it
 def pytest_xdist_make_scheduler(config, log):
     if config.getoption("dist") != "loadfile":
         return None

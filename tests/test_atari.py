@@ -101,7 +101,7 @@ def test_atari_smoke_run_trains_checkpoints_and_evaluates(tmp_path):
     assert {row["rank"] for row in episodes} == {"0", "1"} and len(episodes) == counters["episodes"]
     assert all(int(row["env_frames"]) == 4 * int(row["env_steps"]) for row in episodes)
     plot = tmp_path / "curve.png"
-    run([PYTHON, REPO / "scripts" / "plot_curves.py", f"smoke={logdir}", f"--out={plot}", "--window=2"], timeout=120)
+    run([PYTHON, "-m", "hvd_dqn.reports.curves", f"smoke={logdir}", f"--out={plot}", "--window=2"], timeout=120)
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

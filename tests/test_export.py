@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from hvd_dqn.agent import reload
 from hvd_dqn.agent.networks import build_q_network
 from hvd_dqn.agent.serving import POLICY_INFO, save_greedy_policy
 from hvd_dqn.logdir import checkpoint
@@ -59,7 +60,7 @@ def test_export_of_a_trained_checkpoint_and_its_errors(tmp_path):
     assert info["observation_dtype"] == "float32" and info["env_steps"] == 2000 and info["checkpoint"] == latest
     # The SavedModel, loaded without hvd_dqn's code, against the network rebuilt from the same checkpoint.
     serve = tf.saved_model.load(str(out)).signatures["serving_default"]
-    _, env, network = checkpoint.load_online_network(latest)
+    _, env, network = reload.load_online_network(latest)
     env.close()
     _assert_same_policy(serve, network, _observations((4,), np.float32, 256, np.random.default_rng(2)))
 

@@ -9,7 +9,7 @@ import tensorflow as tf
 from hvd_dqn.agent.optimizers import RootEpsilonRMSprop
 from hvd_dqn.agent.networks import build_minatar_q_network, build_q_network
 from hvd_dqn.envs import make_vector_env, spec_of
-from hvd_dqn.replay.memory import ReplayMemory
+from hvd_dqn.memories.replay import ReplayMemory
 
 from conftest import REPO, python_module
 

@@ -1,5 +1,6 @@
-"""What DQN and PQN share as agents (`hvd_dqn.agent.interface.Agent`): a learner with its networks and optimizer,
-the memory it learns from, and how a step of the envs is stored there."""
+"""What the agents share (`hvd_dqn.agent.interface.Agent`): a learner with its networks and optimizer, the memory it
+learns from, and how a step of the envs is stored there (`store_step`; `act_and_store` acts first, for the
+benchmarks that time a rank's acting path)."""
 from __future__ import annotations
 
 import functools
@@ -9,8 +10,8 @@ import numpy as np
 
 from hvd_dqn.agent.interface import Experience
 from hvd_dqn.agent.optimizers import current_learning_rate
-from hvd_dqn.agent.policy import store_step
 from hvd_dqn.agent.schedules import LinearSchedule
+from hvd_dqn.envs import learning_discounts, true_next_observations
 
 
 class AgentBase:
@@ -64,3 +65,26 @@ class AgentBase:
 
     def close(self) -> None:
         """Stops the agent's helper threads, if it has any."""
+
+
+def act_and_store(env, actor, replay, observation: np.ndarray, epsilon, clip_rewards: bool,
+                  terminal_on_life_loss: bool):
+    """One step of a rank's acting path: epsilon-greedy actions for every env, one vector-env step, and the
+    transitions stored in `replay` (learning rewards clipped if asked; the true last observation where an
+    episode ended; discount 0 at learning terminals). Returns (next observations, raw rewards, done)."""
+    action = actor.select_actions(observation, epsilon)
+    return store_step(replay, observation, action, env.step(action), clip_rewards, terminal_on_life_loss)
+
+
+def store_step(replay, observation: np.ndarray, action: np.ndarray, step_result, clip_rewards: bool,
+               terminal_on_life_loss: bool):
+    """Stores the transitions of one vector-env step (`step_result`, as `env.step` returns it) taken with
+    `action` from `observation`; returns (next observations, raw rewards, done). The second half of
+    `act_and_store`, for callers that step the env themselves (`send`/`recv`, to overlap it with learning)."""
+    next_observation, reward, terminated, truncated, info = step_result
+    done = terminated | truncated
+    discount = learning_discounts(terminated, info, terminal_on_life_loss)
+    learning_reward = np.sign(reward) if clip_rewards else reward
+    replay.add(observation, action, learning_reward, discount, true_next_observations(next_observation, done, info),
+               done)
+    return next_observation, reward, done

@@ -5,7 +5,7 @@ checkpoints, broadcasts and rolls back what the agent names; it never asks which
 (`hvd_dqn.agent.dqn.agent.DQNAgent`, `hvd_dqn.agent.qrdqn.agent.QRDQNAgent`, `hvd_dqn.agent.pqn.agent.PQNAgent`,
 each registered in `hvd_dqn.agent.registry` and built by `hvd_dqn.agent.factory.make_agent`) owns everything
 algorithmic: what it learns from (a replay memory, a rollout), when it updates, its targets and networks, its
-greedy policy, and its distributed update (`hvd_dqn.agent.distributed_update`). Its class (`AgentClass`) answers
+greedy policy, and its distributed update (`hvd_dqn.agent.data_parallel_update`). Its class (`AgentClass`) answers
 what is asked before an agent exists: its network for a checkpoint to load into, the Q-values it acts greedily on,
 and its memory's size for the pre-flight.
 """

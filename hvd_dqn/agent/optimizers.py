@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from hvd_dqn.agent.distributed_update import allreduce_groups
+from hvd_dqn.agent.data_parallel_update import allreduce_groups
 from hvd_dqn.rank_split import LearningRateAtRanks, learning_rate_at
 
 
@@ -172,7 +172,7 @@ def learning_rate_schedule(rate: LearningRateAtRanks):
 
 def distributed_optimizer(optimizer, fp16_allreduce: bool = False, groups=None):
     """Horovod's DistributedOptimizer around `optimizer`, its gradients allreduced in `groups`
-    (`hvd_dqn.agent.distributed_update.allreduce_groups`). With `fp16_allreduce` the gradients travel as float16
+    (`hvd_dqn.agent.data_parallel_update.allreduce_groups`). With `fp16_allreduce` the gradients travel as float16
     (hvd.Compression.fp16: half the bytes on the wire, about 3 decimal digits) and are averaged and applied in
     float32."""
     import horovod.tensorflow.keras as hvd_keras

@@ -6,7 +6,6 @@ import tensorflow as tf
 
 from hvd_dqn.agent.noisy import tiled_seed
 from hvd_dqn.agent.numpy_forward import NumpyForward
-from hvd_dqn.envs import learning_discounts, true_next_observations
 
 
 class EpsilonGreedyActor:
@@ -80,26 +79,3 @@ class RolloutActor(EpsilonGreedyActor):
             self._numpy_forward.load()
             self._copy_is_current = True
         return np.argmax(self._numpy_forward(observation), axis=-1).astype(np.int32)
-
-
-def act_and_store(env, actor: EpsilonGreedyActor, replay, observation: np.ndarray, epsilon, clip_rewards: bool,
-                  terminal_on_life_loss: bool):
-    """One step of a rank's acting path: epsilon-greedy actions for every env, one vector-env step, and the
-    transitions stored in `replay` (learning rewards clipped if asked; the true last observation where an
-    episode ended; discount 0 at learning terminals). Returns (next observations, raw rewards, done)."""
-    action = actor.select_actions(observation, epsilon)
-    return store_step(replay, observation, action, env.step(action), clip_rewards, terminal_on_life_loss)
-
-
-def store_step(replay, observation: np.ndarray, action: np.ndarray, step_result, clip_rewards: bool,
-               terminal_on_life_loss: bool):
-    """Stores the transitions of one vector-env step (`step_result`, as `env.step` returns it) taken with
-    `action` from `observation`; returns (next observations, raw rewards, done). The second half of
-    `act_and_store`, for callers that step the env themselves (`send`/`recv`, to overlap it with learning)."""
-    next_observation, reward, terminated, truncated, info = step_result
-    done = terminated | truncated
-    discount = learning_discounts(terminated, info, terminal_on_life_loss)
-    learning_reward = np.sign(reward) if clip_rewards else reward
-    replay.add(observation, action, learning_reward, discount, true_next_observations(next_observation, done, info),
-               done)
-    return next_observation, reward, done

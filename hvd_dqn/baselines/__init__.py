@@ -1,4 +1,4 @@
-"""Published learning curves that hvd_dqn's runs are compared with (scripts/compare_to_baseline.py).
+"""Published learning curves that hvd_dqn's runs are compared with (hvd_dqn.reports.baseline).
 
 The numbers are facts taken from the publishers' data files, kept here with their source:
 - dopamine_atari_cnn.json: Dopamine's JAX agents with the Nature CNN, mean training-episode return per

@@ -28,8 +28,9 @@ import tensorflow as tf
 from absl import logging
 from horovod.common.elastic import State
 
+from hvd_dqn import collectives
 from hvd_dqn.config import ConfigError
-from hvd_dqn.run import distributed
+from hvd_dqn.run import horovod_setup
 from hvd_dqn.run.progress import Counters
 
 
@@ -75,8 +76,8 @@ class TrainingState(State):
 
     def sync(self) -> None:
         """Collective, after every (re-)formation of the ring: every rank takes rank 0's state."""
-        distributed.broadcast_from_chief(self.trainer.agent.synchronized_variables)
-        self._set_progress(distributed.broadcast_object(self.progress(), "elastic_progress"))
+        collectives.broadcast_from_chief(self.trainer.agent.synchronized_variables)
+        self._set_progress(collectives.broadcast_object(self.progress(), "elastic_progress"))
         self.save()
 
 
@@ -128,7 +129,7 @@ def on_world_change(trainer) -> None:
     rescales the learning rate; rank 0 (perhaps a new one) takes over the metrics files. Rolled-back
     counters and rank 0's weights arrive afterwards through the elastic state's sync."""
     old_size = trainer.world.size
-    trainer.world = distributed.current_world()
+    trainer.world = horovod_setup.current_world()
     trainer.join_world()  # also: no rank updates until all have --learning_starts again
     world = trainer.world
     # Only a step size scaled to the ranks follows the world (rank_split.learning_rate_at); a decay-only schedule,

@@ -1,16 +1,15 @@
-"""The memory pre-flight: before any rank allocates its replay memory, whether the memories of the ranks on
-each host fit in what that host has available, so a job that cannot fit is refused in one line at start-up
-instead of being killed by the kernel hours later, part-way through filling its memories.
+"""The memory pre-flight: before any rank allocates its memory (a replay memory, or PQN's rollout), whether the
+memories of the ranks on each host fit in what that host has available, so a job that cannot fit is refused in one
+line at start-up instead of being killed by the kernel hours later, part-way through filling its memories.
 
-A host needs, for each rank on it, the replay memory's bytes (computed without allocating it: the per-entry
-arrays of the memory `make_replay_memory` would build, and the sum tree with prioritised replay) plus what the
-rank holds of its own besides (rank_margin: TensorFlow's heap, the network, the emulators, the minibatches), and
-once for all its ranks the file pages of the libraries they map (HOST_SHARED_BYTES), which the kernel keeps once
-per host however many ranks map them. It has the smaller of the kernel's
-MemAvailable and the room left under its memory cgroup's limit (a container's limit under Kubernetes, Slurm or
-Docker), read once every rank is built up to its replay memory, plus the anonymous memory its ranks hold by then
-(which that reading has already lost). Above the available memory: refused; above WARN_FRACTION of it: a warning.
-"""
+A host needs, for each rank on it, the replay memory's bytes (computed without allocating it: the per-entry arrays
+of the memory `make_replay_memory` would build, and the sum tree with prioritised replay) plus what the rank holds
+of its own besides (rank_margin: TensorFlow's heap, the network, the emulators, the minibatches), and once for all
+its ranks the file pages of the libraries they map (HOST_SHARED_BYTES), which the kernel keeps once per host however
+many ranks map them. It has the smaller of the kernel's MemAvailable and the room left under its memory cgroup's
+limit (a container's limit under Kubernetes, Slurm or Docker), read once every rank is built up to its replay
+memory, plus the anonymous memory its ranks hold by then (which that reading has already lost). Above the available
+memory: refused; above WARN_FRACTION of it: a warning."""
 from __future__ import annotations
 
 import os
@@ -138,13 +137,13 @@ def host_room(readings) -> dict:
     return rooms
 
 
-def check_replay_fits(config, spec, num_envs: int, capacity: int, world) -> None:
-    """Collective (except under --elastic), before the replay memory is allocated: every rank reads its host,
-    and every rank learns every host's answer, so a job that does not fit stops on every rank at once
-    (ConfigError, which rank 0 reports in one line) and rank 0 names the worst host; near the limit rank 0
-    warns."""
+def check_memory_fits(config, spec, num_envs: int, capacity: int, world) -> None:
+    """Collective (except under --elastic), before the agent's memory (a replay memory, or PQN's rollout) is
+    allocated: every rank reads its host, and every rank learns every host's answer, so a job that does not fit
+    stops on every rank at once (ConfigError, which rank 0 reports in one line) and rank 0 names the worst host;
+    near the limit rank 0 warns."""
+    from hvd_dqn import collectives
     from hvd_dqn.agent.factory import memory_bytes
-    from hvd_dqn.run import distributed
 
     replay = memory_bytes(config, spec, num_envs, capacity)
     margin = rank_margin(config)
@@ -155,8 +154,8 @@ def check_replay_fits(config, spec, num_envs: int, capacity: int, world) -> None
         (_, available), = host_room([(world.hostname, available_bytes(), held_bytes())]).values()
         rooms = {world.hostname: (world.local_size, available)}
     else:
-        distributed.barrier("memory_check_ready")  # every rank is built up to here: MemAvailable holds them all
-        rooms = host_room(distributed.gather_objects((world.hostname, available_bytes(), held_bytes()),
+        collectives.barrier("memory_check_ready")  # every rank is built up to here: MemAvailable holds them all
+        rooms = host_room(collectives.gather_objects((world.hostname, available_bytes(), held_bytes()),
                                                      "memory_check"))
     answers = [(*verdict(replay, ranks, available, margin), available, host, ranks)
                for host, (ranks, available) in rooms.items()]

@@ -4,7 +4,7 @@ Rank 0 writes each row three ways: a progress line on the console, TensorBoard s
 tags (`charts/...`, `losses/...`, as CleanRL names them) and a row of <logdir>/metrics.csv. Every finished
 training episode of every rank also becomes a row of <logdir>/episodes.csv (env steps and frames at its end,
 rank, env, raw return, length, and `wall_s`: the seconds of training when it ended, continued across resumes),
-from which scripts/plot_curves.py draws curves with a band over ranks and time to a score is read.
+from which hvd_dqn.reports.curves draws curves with a band over ranks and time to a score is read.
 On resume both CSVs are appended to, not replaced; rows a crashed run logged after the checkpoint it resumes
 from are first moved to a side file (`set_aside_rows_after`), since the resumed run plays those env steps again.
 """
@@ -20,9 +20,9 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 from absl import logging
 
+from hvd_dqn import collectives
 from hvd_dqn.rank_split import (rank_count_caution, scales_schedules, unscaled_schedules_warning,
                                 update_counted_schedules)
-from hvd_dqn.run import distributed
 
 CSV_COLUMNS = (
     "env_steps", "env_frames", "updates", "episodes", "episode_return_mean", "episode_length_mean",
@@ -100,10 +100,10 @@ class RankMetrics:
     def reduce(self) -> Tuple[Dict[str, float], List[list]]:
         """Collective: every rank must call it at the same point. Returns the means over all ranks and each
         rank's episode rows (a list per rank, in rank order)."""
-        totals = distributed.sum_over_ranks(
+        totals = collectives.sum_over_ranks(
             np.array([self.return_sum, self.length_sum, self.episodes, self.loss_sum, self.q_sum, self.updates]),
             name="metrics_window")
-        episode_rows = distributed.gather_objects(self.episode_rows, "episode_rows")
+        episode_rows = collectives.gather_objects(self.episode_rows, "episode_rows")
         return_sum, length_sum, episodes, loss_sum, q_sum, updates = totals
         self._clear()
         return {

@@ -15,12 +15,12 @@ def train_as_rank(config: TrainConfig, while_training=None) -> dict:
     """Trains as the rank the launcher made this process; returns {"counters": ...} or {"error": one line}, so
     the driver reports a training error as one line. `while_training(trainer)`: a context manager around the
     training (the Ray driver's stop watch)."""
-    from hvd_dqn.run import distributed
+    from hvd_dqn.run import horovod_setup
 
     # Here only: the driver checks flags and starts the engine without TensorFlow's seconds-long import.
     from hvd_dqn.run.trainer import Trainer
 
-    rank = distributed.launcher_rank()
+    rank = horovod_setup.launcher_rank()
     logging.set_verbosity(logging.INFO if rank == 0 else logging.WARNING)  # rank 0 alone reports progress
     try:
         config = validate(config, check_logdir_writable=rank == 0)  # the driver's host may not be rank 0's

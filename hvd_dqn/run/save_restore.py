@@ -18,10 +18,10 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from hvd_dqn import collectives
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.logdir import checkpoint, storage
 from hvd_dqn.logdir.checkpoint import CheckpointError
-from hvd_dqn.run import distributed
 from hvd_dqn.agent.interface import Agent
 from hvd_dqn.run.progress import Counters
 
@@ -80,12 +80,12 @@ class Checkpointing:
             else:
                 with open(probe, "w") as handle:
                     handle.write("rank 0 was here")
-        name, probe = distributed.broadcast_object((name, probe), "shared_probe")
+        name, probe = collectives.broadcast_object((name, probe), "shared_probe")
         if self.store:
             seen = self.store.sees_and_writes(name, world.rank)
         else:
             seen = os.path.exists(probe) and os.access(self.config.logdir, os.W_OK)
-        views = distributed.gather_objects((seen, os.environ.get("HOROVOD_HOSTNAME") or os.uname().nodename),
+        views = collectives.gather_objects((seen, os.environ.get("HOROVOD_HOSTNAME") or os.uname().nodename),
                                            "shared_probe_seen")
         if world.is_chief:
             self.store.remove(name) if self.store else os.remove(probe)
@@ -109,13 +109,13 @@ class Checkpointing:
             problem = self._lock_logdir()
             if problem is None:
                 resume_from, counters, problem = self._choose_starting_point(agent)
-        problem = distributed.broadcast_object(problem, "resume_problem")
-        resume_from = distributed.broadcast_object(resume_from, "resume_path")
+        problem = collectives.broadcast_object(problem, "resume_problem")
+        resume_from = collectives.broadcast_object(resume_from, "resume_path")
         if problem:
             raise ConfigError(problem)
-        counters = distributed.broadcast_object(counters, "resume_counters")
+        counters = collectives.broadcast_object(counters, "resume_counters")
         # Horovod: every rank starts from rank 0's weights, target weights and optimizer state.
-        distributed.broadcast_from_chief(agent.synchronized_variables)
+        collectives.broadcast_from_chief(agent.synchronized_variables)
         if counters is None:
             return None, None
         resumed = Counters.from_saved(counters)
@@ -220,7 +220,7 @@ class Checkpointing:
                 agent.load_rank_state(saved)
             except (OSError, ValueError, KeyError) as error:
                 problem = f"replay shard {shard} {error}"
-        outcomes = distributed.gather_objects((problem, restored, len(replay), acting_state is not None),
+        outcomes = collectives.gather_objects((problem, restored, len(replay), acting_state is not None),
                                               "replay_restored")
         problem = next((outcome[0] for outcome in outcomes if outcome[0]), None)
         if problem:
@@ -262,12 +262,12 @@ class Checkpointing:
         config, env_steps = self.config, counters.env_steps
         shard_error = (self._write_replay_shard(world, env_steps, agent.memory, acting_state)
                        if config.checkpoint_replay else None)
-        rank_state = dict(weights_digest=distributed.weights_digest(agent.online.variables),
+        rank_state = dict(weights_digest=collectives.weights_digest(agent.online.variables),
                           rng=acting_rng.bit_generator.state, sample_rng=agent.sample_rng.bit_generator.state,
                           **agent.rank_state(),
                           replay_digest=agent.memory.digest() if config.checkpoint_replay else None,
                           error=shard_error)
-        rank_states = distributed.gather_objects(rank_state, "rank_states")
+        rank_states = collectives.gather_objects(rank_state, "rank_states")
         problem = next((state["error"] for state in rank_states if state["error"]), None)
         path = None
         if world.is_chief and problem is None:
@@ -292,7 +292,7 @@ class Checkpointing:
                 problem = f"rank 0 could not store it ({error})"
         elif world.is_chief:
             shutil.rmtree(checkpoint.staging_path(self.logdir, env_steps), ignore_errors=True)
-        problem = distributed.broadcast_object(problem, "checkpoint_problem")
+        problem = collectives.broadcast_object(problem, "checkpoint_problem")
         if problem:
             root = checkpoint.checkpoint_root(config.logdir)
             raise CheckpointError(f"checkpoint at {env_steps:,} env steps in {root} failed: {problem}; the earlier "
@@ -308,7 +308,7 @@ class Checkpointing:
             checkpoint.create_staging(self.logdir, env_steps)
             if self.store:
                 shard_error = self._unmark_stored(env_steps)
-        distributed.barrier("staging_created")
+        collectives.barrier("staging_created")
         try:
             if self.store and not world.is_chief:  # a mirror of its own: no folder is shared
                 checkpoint.create_staging(self.logdir, env_steps)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from absl import logging
 
+from hvd_dqn import collectives
 from hvd_dqn.config import TrainConfig
-from hvd_dqn.run import distributed
 from hvd_dqn.run.metrics import episodes_as_played
 from hvd_dqn.run.progress import STOP_POLL_ENV_STEPS_PER_RANK, Counters, StopSignals
 
@@ -62,7 +62,7 @@ class StopRules:
 
     def signal_to_any_rank(self, is_chief: bool) -> bool:
         """Collective: whether any rank received SIGTERM or SIGINT (one tiny allreduce)."""
-        votes = distributed.gather_from_ranks(np.array([1.0 if self.signals.received else 0.0]), "stop_votes")
+        votes = collectives.gather_from_ranks(np.array([1.0 if self.signals.received else 0.0]), "stop_votes")
         if not votes.any():
             return False
         self.stopped_by = self.signals.received or ("a stop request from another rank (a signal, or its "

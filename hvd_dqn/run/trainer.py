@@ -16,6 +16,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from hvd_dqn import collectives
 from hvd_dqn.agent.episodes import run_episodes
 from hvd_dqn.agent.factory import acts_ahead, make_agent
 from hvd_dqn.agent.interface import Experience
@@ -25,10 +26,10 @@ from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_outside_python
 from hvd_dqn.logdir import storage
 from hvd_dqn.rank_split import check_world, rank_share
-from hvd_dqn.run import distributed
+from hvd_dqn.run import horovod_setup
 from hvd_dqn.run.acting import Acting
 from hvd_dqn.run.elastic import run_elastic
-from hvd_dqn.run.memory_check import check_replay_fits
+from hvd_dqn.run.memory_check import check_memory_fits
 from hvd_dqn.run.metrics import EpisodeTracker, MetricsWriter, RankMetrics, log_settings
 from hvd_dqn.run.pipeline import ActingPipeline, lead_iterations
 from hvd_dqn.run.progress import Counters, StopSignals, TrainingClock
@@ -46,10 +47,10 @@ class Trainer:
         # acting thread needs an inter-op thread of its own beside the learner's ops, or its inference waits for
         # each update (results/pipeline_benchmark/README.md).
         try:
-            self.world = distributed.init_horovod(config.intra_op_threads,
-                                                  config.inter_op_threads + int(self.use_pipeline),
-                                                  config.deterministic_ops, config.cores_per_rank)
-        except distributed.BindingError as error:
+            self.world = horovod_setup.init_horovod(config.intra_op_threads,
+                                                    config.inter_op_threads + int(self.use_pipeline),
+                                                    config.deterministic_ops, config.cores_per_rank)
+        except horovod_setup.BindingError as error:
             raise ConfigError(str(error)) from None
         remote = storage.is_remote(config.logdir)  # s3://, gs://: every rank writes a local mirror, which uploads
         self.store = storage.LogdirMirror(config.logdir, self.world.rank) if remote else None
@@ -69,7 +70,7 @@ class Trainer:
         num_envs, replay_capacity = rank_share(config, self.world.size)
         env = make_env_for(config, num_envs, self.world.local_size)
         spec = spec_of(env)
-        check_replay_fits(config, spec, num_envs, replay_capacity, self.world)  # before anything big is allocated
+        check_memory_fits(config, spec, num_envs, replay_capacity, self.world)  # before anything big is allocated
         self.rank_metrics = RankMetrics()
         self.agent = make_agent(config, spec, num_envs, replay_capacity, self.world.size, sample_rng, self.rank_metrics)
         self.acting = Acting(env, self.agent.make_actor(self.rng, own_network=self.use_pipeline),
@@ -299,7 +300,7 @@ class Trainer:
             # Fixed evaluation seeds, distinct from the training envs', so evaluations compare like with like.
             seed = self.config.seed + self.world.rank + 1_000_000
             returns = run_episodes(self.evaluation_actor, self.eval_env, self.config.eval_epsilon, seed).returns
-        all_returns = distributed.gather_from_ranks(returns, "eval_returns")
+        all_returns = collectives.gather_from_ranks(returns, "eval_returns")
         return float(np.mean(all_returns))
 
     def _log(self, eval_return) -> None:
@@ -327,7 +328,7 @@ class Trainer:
 
     def _sum_episode_counts(self) -> None:
         """Collective: adds every rank's newly finished episodes to the job's episode counter."""
-        new = distributed.sum_over_ranks(np.array([self.unreported_episodes]), "episodes")[0]
+        new = collectives.sum_over_ranks(np.array([self.unreported_episodes]), "episodes")[0]
         self.counters.episodes += int(new)
         self.unreported_episodes = 0
 
@@ -343,7 +344,7 @@ class Trainer:
 
     def log_start(self) -> None:
         """Collective (the world description is gathered from all ranks); rank 0 logs and writes."""
-        world_description = distributed.describe_world(self.world)
+        world_description = horovod_setup.describe_world(self.world)
         if not self.world.is_chief:
             return
         logging.info("%s", world_description)

@@ -1,4 +1,4 @@
-"""Run by tests/test_agent_interface.py (alone, or under horovodrun): the trainer driven by a fake agent that
+"""Run by tests/agent/test_agent_interface.py (alone, or under horovodrun): the trainer driven by a fake agent that
 implements only `hvd_dqn.agent.interface.Agent`, on CartPole. The fake records every call the trainer makes and
 writes them, rank by rank, to <out>/rank<R>.json, so the test can check what the trainer asked of it.
 

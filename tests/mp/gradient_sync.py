@@ -1,4 +1,4 @@
-"""Run under horovodrun by tests/test_distributed.py: trains DQNLearner replicas on per-rank data and saves
+"""Run under horovodrun by tests/agent/test_data_parallel_update.py: trains DQNLearner replicas on per-rank data and saves
 each rank's final weights to <out>/rank<R>.npz, so the test can compare the replicas.
 
 --mode=learner   the project's update step (DistributedOptimizer.minimize with the tape), Adam.
@@ -17,13 +17,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np
 import tensorflow as tf
 
-from hvd_dqn.agent.distributed_update import huber
+from hvd_dqn import collectives
+from hvd_dqn.agent.data_parallel_update import huber
 from hvd_dqn.agent.dqn.learner import DQNLearner, td_targets
 from hvd_dqn.config import TrainConfig
 from hvd_dqn.agent.optimizers import distributed_optimizer, make_optimizer
 from hvd_dqn.agent.networks import build_mlp_q_network
-from hvd_dqn.replay.memory import Batch
-from hvd_dqn.run import distributed
+from hvd_dqn.memories.replay import Batch
+from hvd_dqn.run import horovod_setup
 
 OBSERVATION_SIZE, NUM_ACTIONS, HIDDEN = 4, 3, (32, 32)
 
@@ -63,7 +64,7 @@ def main():
     parser.add_argument("--mixed_precision", action="store_true")
     args = parser.parse_args()
 
-    world = distributed.init_horovod(intra_op_threads=1)
+    world = horovod_setup.init_horovod(intra_op_threads=1)
 
     if args.mixed_precision:
         tf.keras.mixed_precision.set_global_policy("mixed_float16")
@@ -78,7 +79,7 @@ def main():
                                    world.size)
     learner = DQNLearner(online, target, optimizer, double_dqn=True)
     assert learner.loss_scaling == args.mixed_precision
-    distributed.broadcast_from_chief(learner.synchronized_variables)
+    collectives.broadcast_from_chief(learner.synchronized_variables)
     initial = flat_weights(online)
 
     if args.mode == "sgd_one":

@@ -5,7 +5,7 @@ one per --train_frequency env steps (the replay ratio), the same count on every 
 number of envs and their memories fill alike), each a collective gradient step; the target network is copied
 every --target_update_period updates.
 
-Minibatches are drawn on a thread of their own while the update before them runs (`hvd_dqn.replay.prefetch`);
+Minibatches are drawn on a thread of their own while the update before them runs (`hvd_dqn.memories.prefetch`);
 with --draw_ahead, where every env step makes an update due, the next step's first one is drawn during this
 step's last update too, before the next step is stored, so on a GPU the host's gather overlaps every update and
 its allreduce.
@@ -19,6 +19,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from hvd_dqn import collectives
 from hvd_dqn.agent.base import AgentBase
 from hvd_dqn.agent.dqn.learner import DQNLearner
 from hvd_dqn.agent.interface import MemorySetting
@@ -29,10 +30,9 @@ from hvd_dqn.agent.policy import EpsilonGreedyActor, NoisyNetworkActor
 from hvd_dqn.agent.schedules import LinearSchedule
 from hvd_dqn.config import TrainConfig
 from hvd_dqn.rank_split import rank_learning_starts, update_counted_schedules
-from hvd_dqn.replay.frames import FrameReplayMemory
-from hvd_dqn.replay.memory import PrioritySettings, ReplayMemory
-from hvd_dqn.replay.prefetch import minibatches
-from hvd_dqn.run import distributed
+from hvd_dqn.memories.frames import FrameReplayMemory
+from hvd_dqn.memories.replay import PrioritySettings, ReplayMemory
+from hvd_dqn.memories.prefetch import minibatches
 
 
 def draws_ahead(config: TrainConfig, update_on_gpu: bool) -> bool:
@@ -155,8 +155,7 @@ class DQNAgent(AgentBase):
         return rescale_learning_rate(self.learner.optimizer, self.config, world_size)
 
     def rank_state(self) -> Dict[str, object]:
-        # Saved as "update_credit", the name checkpoints have always used.
-        state = {"update_credit": self.env_steps_since_update}
+        state = {"env_steps_since_update": self.env_steps_since_update}
         if self._drawn_ahead is not None:
             self._drawn_ahead.result()  # the stream is at rest once the draw is done
             state["sample_rng_before_draw"] = self._sample_rng_before_draw
@@ -167,7 +166,9 @@ class DQNAgent(AgentBase):
         fresh run. A minibatch drawn ahead when the state was saved is drawn again, from the same stream state
         and the same memory, before the next step is stored."""
         self._forget_drawn_ahead()
-        self.env_steps_since_update = int(state["update_credit"]) if state is not None else 0
+        # Checkpoints before version 0.3 named the count "update_credit".
+        owed = None if state is None else state.get("env_steps_since_update", state.get("update_credit"))
+        self.env_steps_since_update = int(owed) if owed is not None else 0
         if state is not None and state.get("sample_rng_before_draw") is not None:
             self.sample_rng.bit_generator.state = state["sample_rng_before_draw"]
             self._draw_again = self.draws_ahead
@@ -246,7 +247,7 @@ class DQNAgent(AgentBase):
         ready = len(self.memory) >= self.learning_starts  # this rank's share of --learning_starts
         if self.world_size == 1:
             return ready
-        not_ready = distributed.sum_over_ranks(np.array([0.0 if ready else 1.0]), "replay_not_ready")[0]
+        not_ready = collectives.sum_over_ranks(np.array([0.0 if ready else 1.0]), "replay_not_ready")[0]
         return not_ready == 0
 
     def close(self) -> None:
@@ -275,7 +276,7 @@ def replay_memory_bytes(config: TrainConfig, spec, num_envs: int, capacity: int)
     """Bytes the replay memory of `capacity` transitions over `num_envs` envs will hold once allocated."""
     import dataclasses
 
-    from hvd_dqn.replay.sum_tree import SumTree
+    from hvd_dqn.memories.sum_tree import SumTree
 
     # A small memory of the same kind gives the bytes per entry; the arrays grow linearly with the capacity.
     probe_capacity = num_envs * max(64, config.n_step + 8)

@@ -1,5 +1,5 @@
 """DQN's learner: online and target Q-networks, the (double) DQN targets and the TD loss on a minibatch,
-made as one synchronous data-parallel update (`hvd_dqn.agent.distributed_update`)."""
+made as one synchronous data-parallel update (`hvd_dqn.agent.data_parallel_update`)."""
 from __future__ import annotations
 
 from typing import Dict, List, Optional
@@ -7,10 +7,10 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from hvd_dqn.agent.distributed_update import ALLREDUCE_GROUPS, DistributedUpdate, allreduce_groups
+from hvd_dqn.agent.data_parallel_update import ALLREDUCE_GROUPS, DistributedUpdate, allreduce_groups
 from hvd_dqn.agent.noisy import is_noisy, tiled_seed
 from hvd_dqn.agent.optimizers import make_optimizer
-from hvd_dqn.replay.memory import FrameBatch
+from hvd_dqn.memories.replay import FrameBatch
 
 
 def td_targets(reward_t, discount_t, q_target_t, q_online_t=None):
@@ -133,7 +133,7 @@ class DQNLearner(DistributedUpdate):
     def loss_gradient(self, batch) -> np.ndarray:
         """The gradient of the update's loss on `batch` at the current weights, all variables flattened into
         one float64 vector: this rank's alone (no allreduce, no clipping, no step). What the gradient noise
-        scale (hvd_dqn.tools.noise_scale) is measured from."""
+        scale (hvd_dqn.plan.noise_scale) is measured from."""
         gradients = _on_batch(batch, self._gradient, self._frames_gradient)
         return np.concatenate([np.ravel(gradient.numpy()).astype(np.float64) for gradient in gradients])
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from hvd_dqn.agent.distributed_update import ALLREDUCE_GROUPS, allreduce_groups
+from hvd_dqn.agent.data_parallel_update import ALLREDUCE_GROUPS, allreduce_groups
 from hvd_dqn.agent.dqn.learner import DQNLearner
 from hvd_dqn.agent.optimizers import make_optimizer
 from hvd_dqn.agent.qrdqn.learner import quantile_huber_loss

@@ -21,7 +21,7 @@ from hvd_dqn.agent.policy import RolloutActor
 from hvd_dqn.agent.pqn.learner import PQNLearner, q_lambda_returns
 from hvd_dqn.config import TrainConfig
 from hvd_dqn.rank_split import pqn_minibatch_size, pqn_updates_per_rollout
-from hvd_dqn.replay.rollout import Rollout
+from hvd_dqn.memories.rollout import Rollout
 
 
 class PQNAgent(AgentBase):
@@ -93,8 +93,7 @@ class PQNAgent(AgentBase):
         return False
 
     def rank_state(self) -> Dict[str, int]:
-        # A rollout owes no updates; the key is the one every checkpoint's rank state carries.
-        return {"update_credit": 0}
+        return {}  # a rollout owes no updates: the rank's RNGs (saved by the loop) are all it keeps
 
     def load_rank_state(self, state: Optional[Dict[str, int]]) -> None:
         pass

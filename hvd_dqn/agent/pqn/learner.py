@@ -20,7 +20,7 @@ from typing import Dict, List, Optional
 import numpy as np
 import tensorflow as tf
 
-from hvd_dqn.agent.distributed_update import ALLREDUCE_GROUPS, DistributedUpdate, allreduce_groups
+from hvd_dqn.agent.data_parallel_update import ALLREDUCE_GROUPS, DistributedUpdate, allreduce_groups
 from hvd_dqn.agent.optimizers import make_optimizer
 
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from hvd_dqn.agent.distributed_update import ALLREDUCE_GROUPS, allreduce_groups, huber
+from hvd_dqn.agent.data_parallel_update import ALLREDUCE_GROUPS, allreduce_groups, huber
 from hvd_dqn.agent.dqn.learner import DQNLearner
 from hvd_dqn.agent.optimizers import make_optimizer
 

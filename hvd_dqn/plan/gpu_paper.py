@@ -1,0 +1,108 @@
+"""`python -m hvd_dqn.plan.cost_model --paper`: GPU jobs predicted from a hardware profile
+(hvd_dqn/plan/hardware_profiles.py) with the cost model's formula (hvd_dqn/plan/cost_formula.py), for one
+preset: the rows for each layout of nodes and GPUs, their hours to a score when the env steps to it are given,
+and the profile's own measured loops beside the model."""
+from __future__ import annotations
+
+from hvd_dqn.agent.factory import acts_ahead, learns_from_replay
+from hvd_dqn.plan import cost_formula, gpu_costs, hardware_profiles
+from hvd_dqn.measure.benchmark_workers import BenchmarkError
+
+PROGRAM = "hvd_dqn.plan.cost_model"
+
+
+def with_time_to_score(rows, args, rank_scaling: str) -> None:
+    try:
+        to_score = cost_formula.parse_env_steps_to_score(args.env_steps_to_score,
+                                                         sorted({row["workers"] for row in rows}))
+    except cost_formula.ScoreFigureError as error:
+        raise BenchmarkError(str(error)) from None
+    if to_score:
+        cost_formula.add_time_to_score(rows, to_score, rank_scaling)
+
+
+def paper(config, args) -> dict:
+    """GPU nodes and clusters from a hardware profile: the rows, and how the profile's own loops compare."""
+    import numpy as np
+
+    from hvd_dqn.agent.dqn.agent import draws_ahead
+    from hvd_dqn.agent.factory import online_network
+    from hvd_dqn.envs import probe_spec, steps_outside_python
+
+    try:
+        profile = hardware_profiles.load_profile(args.profile)
+    except hardware_profiles.ProfileError as error:
+        raise BenchmarkError(str(error)) from None
+    spec = probe_spec(config)
+    network = online_network(config, spec)
+    gradient_bytes = 4 * int(network.count_params())
+    observation_bytes = int(np.prod(spec.observation_shape)) * np.dtype(spec.observation_dtype).itemsize
+    envs_per_gpu = args.envs_per_gpu or config.num_envs
+    layouts = parse_layouts(args.layouts)
+    report = {"profile": profile.to_json(), "gradient_bytes": gradient_bytes, "observation_bytes": observation_bytes,
+              "envs_per_gpu": envs_per_gpu, "env_steps": args.env_steps,
+              "validation": gpu_costs.validation_rows(profile)}
+    try:
+        if not learns_from_replay(config):  # PQN
+            if (envs_per_gpu * config.rollout_steps) % config.num_minibatches:
+                raise BenchmarkError(f"--envs_per_gpu={envs_per_gpu}: a rollout of {envs_per_gpu} x "
+                                     f"{config.rollout_steps} steps does not split into {config.num_minibatches} "
+                                     "minibatches")
+            rows = cost_formula.pqn_paper_rows(profile, gradient_bytes, observation_bytes, envs_per_gpu,
+                                               config.rollout_steps, config.num_minibatches, config.update_epochs,
+                                               layouts)
+            report.update(agent="pqn", rank_scaling="counts_per_rank", rows=rows)
+        else:
+            overlap = acts_ahead(config, steps_outside_python(config.env_id))
+            draw_ahead = draws_ahead(config, update_on_gpu=True)  # --draw_ahead=auto is on with a GPU
+            rows = cost_formula.paper_rows(profile, gradient_bytes, observation_bytes, config.batch_size,
+                                           config.train_frequency, envs_per_gpu, layouts, overlap=overlap,
+                                           draw_ahead=draw_ahead)
+            report.update(agent="dqn", rank_scaling=config.rank_scaling, rows=rows, overlap=overlap,
+                          draw_ahead=draw_ahead)
+    except (cost_formula.ShapeError, hardware_profiles.ProfileError) as error:
+        raise BenchmarkError(str(error)) from None
+    cost_formula.add_hours(rows, args.env_steps)
+    with_time_to_score(rows, args, report["rank_scaling"])
+    return report
+
+
+def parse_layouts(text: str):
+    """--layouts=1x1,1x8,4x8: (nodes, GPUs per node) pairs, the first of them one GPU."""
+    try:
+        layouts = [tuple(int(part) for part in item.lower().split("x")) for item in text.split(",") if item.strip()]
+    except ValueError:
+        layouts = []
+    if not layouts or any(len(layout) != 2 or min(layout) <= 0 for layout in layouts) or layouts[0] != (1, 1):
+        raise BenchmarkError(f"--layouts={text}: must list NODESxGPUS pairs starting with 1x1, e.g. 1x1,1x8,4x8")
+    return layouts
+
+
+def print_paper(report: dict) -> None:
+    profile = hardware_profiles.profile_from_json(report["profile"], "the report")  # its own JSON, read back
+    how = ("PQN, every GPU with the preset's rollout and minibatches (--counts_per_rank), nothing overlapped"
+           if report["agent"] == "pqn" else "DQN, acting " + ("overlapped with" if report["overlap"] else
+                                                             "then") + " learning (--pipeline), minibatches "
+           + ("drawn ahead" if report["draw_ahead"] else "drawn in line at each env step") + " (--draw_ahead)")
+    print(f"{PROGRAM}: on paper (a prediction from measured parts, not a measurement), profile {profile.name}, "
+          f"{report['gradient_bytes'] / 1e6:.1f} MB of gradients per update, {report['envs_per_gpu']} envs per GPU, "
+          f"{how}, {report['env_steps']:,} env steps")
+    print(f"  {'nodes x GPUs':>12} {'mode':>15} {'sync ms':>8} {'env steps/s':>12} {'speed-up':>9} {'hours':>7}")
+    for row in report["rows"]:
+        print(f"  {row['nodes']:>6} x {row['gpus_per_node']:<3} {row['rank_scaling']:>15} {row['sync_ms']:>8.3f} "
+              f"{row['env_steps_per_s']:>12,.0f} {row['speedup']:>8.2f}x {row['hours_to_env_steps']:>7.2f}")
+    scored = [row for row in report["rows"] if "hours_to_score" in row]
+    if scored:
+        print(f"to the score, --rank_scaling={report['rank_scaling']} (throughput above times the env steps each "
+              "rank count needed):")
+        print(f"  {'GPUs':>5} {'env steps':>12} {'ratio':>6} {'minutes':>8} {'speed-up':>9}  source")
+        for row in scored:
+            print(f"  {row['workers']:>5} {row['env_steps_to_score']:>12,.0f} {row['env_steps_ratio']:>5.2f}x "
+                  f"{row['seconds_to_score'] / 60:>8.2f} {row['speedup_to_score']:>8.2f}x  {row['score_source']}")
+    if report["validation"]:
+        print("the profile's measured loops (acting then learning, Atari observations) against the model from "
+              "its parts:")
+        for row in report["validation"]:
+            print(f"  {row['loop']:<55} measured {row['measured']:>7,.0f}  predicted {row['predicted']:>7,.0f}  "
+                  f"({100 * row['error']:+.1f}%)")
+    print("\n".join(hardware_profiles.describe(profile)))

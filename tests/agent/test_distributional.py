@@ -1,0 +1,64 @@
+"""QR-DQN, IQN and C51 (as full Rainbow) end to end under horovodrun: 2 ranks keep one model, a run stopped at a checkpoint and resumed
+(with its replay memories) is the run that never stopped, and evaluate and export act on the mean of the learnt
+distribution."""
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from hvd_dqn.agent import reload
+from hvd_dqn.logdir import checkpoint
+
+from conftest import PYTHON, REPO, episodes_without_wall_time, horovodrun, python_module
+
+# Short CartPole runs of each agent's preset: enough updates and checkpoints to exercise every phase, not to learn.
+COMMON = ["--num_envs=4", "--learning_starts=400", "--batch_size=32", "--replay_capacity=4000", "--hidden_sizes=32,32",
+          "--eval_interval_env_steps=0", "--stop_at_train_return=inf", "--log_interval_env_steps=500",
+          "--checkpoint_interval_env_steps=1000", "--checkpoint_replay",
+          "--priority_beta_start=0.5", "--priority_beta_end=0.5"]  # a fixed exponent: the halves equal the whole
+AGENTS = {
+    "qrdqn": [f"--flagfile={REPO / 'configs' / 'cartpole_qrdqn.flags'}", *COMMON, "--num_quantiles=8"],
+    "iqn": [f"--flagfile={REPO / 'configs' / 'cartpole_iqn.flags'}", *COMMON, "--num_tau_samples=8",
+            "--num_tau_prime_samples=8", "--num_quantile_samples=4", "--quantile_embedding_dim=16"],
+    # C51 as Hessel et al.'s full Rainbow: noisy networks (their noise repeated across the resume), dueling, double.
+    "rainbow": [f"--flagfile={REPO / 'configs' / 'cartpole_c51.flags'}", *COMMON, "--num_atoms=11", "--noisy_nets",
+                "--dueling", "--double_dqn"],
+}
+
+
+def _train(run, logdir, *flags):
+    horovodrun(2, [PYTHON, "-m", "hvd_dqn.train", *run, f"--logdir={logdir}", *flags], timeout=600)
+
+
+@pytest.mark.parametrize("agent", sorted(AGENTS))
+def test_two_ranks_train_one_model_resume_exactly_evaluate_and_export(tmp_path, agent):
+    """2 ranks: the replicas' weights are equal at every checkpoint and moved; a run stopped at 1,000 env steps
+    and resumed from its checkpoint plays the episodes and ends with the weights of the run that never stopped;
+    evaluate and export give one value per action, the export's equal to the reloaded network's."""
+    run, whole, halves = AGENTS[agent], tmp_path / "whole", tmp_path / "halves"
+    _train(run, whole, "--total_env_steps=2000")
+    _train(run, halves, "--total_env_steps=1000")
+    first = checkpoint.read_counters(checkpoint.latest_checkpoint(str(halves)))
+    _train(run, halves, "--total_env_steps=2000", "--resume")
+    final_whole, final = (checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+                          for logdir in (whole, halves))
+    assert first["env_steps"] == 1000 and final["env_steps"] == 2000 and final["updates"] > first["updates"] > 0
+    digests = final_whole["replica_weight_digests"]
+    assert len(digests) == 2 and len(set(digests)) == 1  # the two replicas hold one model
+    assert first["replica_weight_digests"] != digests  # and it learned between the checkpoints
+    assert final["replica_weight_digests"] == digests  # exact resume: the weights of the run that never stopped
+    assert episodes_without_wall_time(halves / "episodes.csv") == episodes_without_wall_time(whole / "episodes.csv")
+
+    report = tmp_path / "eval.json"
+    python_module("hvd_dqn.evaluate", [f"--logdir={whole}", "--episodes=4", f"--json={report}"], timeout=300)
+    assert json.loads(report.read_text())["episodes"] == 4
+    out = tmp_path / "policy"
+    python_module("hvd_dqn.export", [f"--logdir={whole}", f"--out={out}"], timeout=300)
+    serve = tf.saved_model.load(str(out)).signatures["serving_default"]
+    _, env, q_network = reload.load_online_network(checkpoint.latest_checkpoint(str(whole)))
+    env.close()
+    observation = np.random.default_rng(1).normal(size=(64, 4)).astype(np.float32)
+    served = serve(observation=tf.constant(observation))
+    np.testing.assert_allclose(served["q_values"].numpy(), q_network(observation).numpy(), rtol=1e-5, atol=1e-5)
+    assert served["q_values"].shape == (64, 2)  # one value per action: the distribution's mean

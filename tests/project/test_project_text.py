@@ -1,0 +1,288 @@
+"""What the project tells its users: every figure the README and docs/results.md quote is found in the results/ evidence its
+section names, the headline figures recompute from the raw episodes, no text speaks of the lab's history
+(that is CHANGELOG.md's) or points outside the repository, and the licence is there."""
+import re
+import statistics
+import subprocess
+
+import pytest
+
+from conftest import REPO
+
+README = (REPO / "README.md").read_text()
+RESULTS_PAGE = (REPO / "docs" / "results.md").read_text()  # the tables the README sums up
+
+# Words that belong to the lab notebook, not to the product: a session's number, an issue's number, "this
+# session", a machine compared with another unnamed one, and files outside the repository.
+NOTEBOOK = re.compile(r"\bstop[ -]?\d+|_stop\d+|\bissue \d+|\bissue's\b|\bthis session\b|\bthe slower machine\b|"
+                      r"\.\./shared", re.IGNORECASE)
+TEXT_SUFFIXES = {".py", ".md", ".flags", ".sh", ".sbatch", ".cfg", ".txt", ".yaml", ".yml", ".toml", ""}
+
+
+def _project_files():
+    listed = subprocess.run(["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    for name in listed.splitlines():
+        path = REPO / name
+        # CHANGELOG.md holds the history by version, this file names the words it looks for, and results' raw
+        # outputs are kept as the commands printed them.
+        if name in ("CHANGELOG.md", "tests/project/test_project_text.py") or name.startswith("deploy/mpi-operator/") \
+                or not path.is_file():
+            continue
+        if name.startswith("results/") and path.suffix != ".md":
+            continue
+        if path.suffix in TEXT_SUFFIXES:
+            yield name, path
+
+
+def test_no_notebook_words_or_paths_outside_the_repository():
+    found = []
+    for name, path in _project_files():
+        if NOTEBOOK.search(name):
+            found.append(f"{name} (its name)")
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            if NOTEBOOK.search(line):
+                found.append(f"{name}:{number}: {line.strip()[:100]}")
+    assert found == []
+
+
+def test_the_notebook_pattern_finds_what_it_is_for():
+    for text in ("since stop 43", "the stop-44 studies", "time_x_stop43.json", "Issue 31 chose", "the issue's 0.6x",
+                 "measured in this session", "on the slower machine", "see ../shared/TOOLCHAIN.md"):
+        assert NOTEBOOK.search(text), text
+    for text in ("the ranks stop with a checkpoint", "horovod issue #4290", "one session of training"):
+        assert not NOTEBOOK.search(text), text
+
+
+def _sections(markdown: str):
+    """(heading, text) of each section, code blocks left out (they hold commands, not figures)."""
+    text = re.sub(r"```.*?```", "", markdown, flags=re.DOTALL)
+    parts = re.split(r"^(#{1,3} .*)$", text, flags=re.MULTILINE)
+    yield "(top)", parts[0]
+    for heading, body in zip(parts[1::2], parts[2::2]):
+        yield heading.strip("# "), body
+
+
+# A figure: a number with thousands separators (72,992), or a decimal, maybe a ratio (0.66x, 19.2).
+FIGURE = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+\.\d+x?)(?![\w.])")
+NOT_RESULTS = {"Installing", "On a cluster", "Where things are", "Documentation", "Tests", "Licence"}
+
+
+def _evidence_text(paths) -> str:
+    texts = []
+    for relative in paths:
+        root = REPO / relative
+        files = [root] if root.is_file() else [path for path in root.rglob("*")
+                                               if path.suffix in (".md", ".json", ".txt") and path.is_file()]
+        texts += [path.read_text(errors="replace") for path in files]
+    return "\n".join(texts)
+
+
+def _figures_without_evidence(markdown: str, skip=()):
+    """(figures checked, the figures of `markdown` not found in the results/ evidence their section names);
+    sections named in `skip` are left out."""
+    named_anywhere = sorted(set(re.findall(r"results/[\w./-]*", markdown)))
+    missing, checked = [], 0
+    for heading, body in _sections(markdown):
+        if heading in NOT_RESULTS or heading in skip:
+            continue
+        paths = sorted(set(path.rstrip(".") for path in re.findall(r"results/[\w./-]*", body))) or named_anywhere
+        assert all((REPO / path).exists() for path in paths), paths
+        evidence = _evidence_text(paths)
+        for figure in FIGURE.findall(body):
+            checked += 1
+            if figure not in evidence:
+                missing.append(f"{heading}: {figure} (looked in {', '.join(paths)})")
+    return checked, missing
+
+
+# docs/results.md's account of how two runs went (evaluations read off their logs, the random policy's score,
+# replay digests at each resume): narrative whose figures are not all kept in an evidence file.
+RUN_ACCOUNTS = ("MinAtar: the runs", "Breakout under Dopamine's protocol: the run")
+
+
+@pytest.mark.parametrize("page, at_least", [("README.md", 25), ("docs/results.md", 100)])
+def test_every_figure_is_in_the_results_its_section_names(page, at_least):
+    checked, missing = _figures_without_evidence((REPO / page).read_text(), skip=RUN_ACCOUNTS)
+    assert checked >= at_least and missing == []
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a heading: lower case, punctuation but hyphens dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _broken_links(page):
+    """The relative links of a Markdown page whose file or section does not exist."""
+    broken = []
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.DOTALL)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (page.parent / path).resolve() if path else page
+        if not linked.exists():
+            broken.append(f"{target} (no such file)")
+        elif anchor and linked.suffix == ".md":
+            headings = re.findall(r"^#{1,6} (.*)$", re.sub(r"```.*?```", "", linked.read_text(), flags=re.DOTALL),
+                                  flags=re.MULTILINE)
+            if anchor not in {_slug(heading) for heading in headings}:
+                broken.append(f"{target} (no such section)")
+    return broken
+
+
+def test_every_link_between_the_pages_leads_to_a_file_and_section_that_exist():
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "results").rglob("README.md")),
+             REPO / "studies" / "README.md"]
+    broken = {str(page.relative_to(REPO)): _broken_links(page) for page in pages}
+    assert {page: links for page, links in broken.items() if links} == {}
+
+
+def test_the_link_check_would_catch_a_missing_section(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Top\n## PQN: Q-learning (`--agent=pqn`)\n[a](#pqn-q-learning---agentpqn) [b](#gone) "
+                    "[c](other.md) [d](https://example.org/x)\n")
+    assert _broken_links(page) == ["#gone (no such section)", "other.md (no such file)"]
+
+
+def test_the_figure_check_would_catch_a_figure_without_evidence():
+    assert FIGURE.findall("solved in 0.66x at 72,992 env steps; 9.15 +- 0.79; 1M steps, 3 seeds") == \
+        ["0.66x", "72,992", "9.15", "0.79"]
+    assert "0.67x" not in _evidence_text(["results/time_to_score"])
+
+
+def test_the_headline_time_ratios_recompute_from_the_raw_episodes():
+    """Each run's seconds to the target, from its own episodes.csv; the README's ratio of the medians."""
+    from hvd_dqn.reports.score import read_run, wall_s_to_target
+
+    for study, target, ranks_text in (("cartpole_2_workers", 475, "CartPole to 475"),
+                                      ("minatar_breakout_2_workers", 5, "MinAtar Breakout to 5")):
+        seconds = {1: [], 2: []}
+        for run in sorted((REPO / "results" / "time_to_score" / f"{study}_runs").iterdir()):
+            ranks = int(run.name.split("_")[0][2:])
+            _, episodes = read_run(str(run))
+            seconds[ranks].append(wall_s_to_target(episodes, target, 100))
+        assert None not in seconds[1] + seconds[2]
+        one, two = statistics.median(seconds[1]), statistics.median(seconds[2])
+        assert f"| {ranks_text} | **{two / one:.2f}x** ({two:.1f} s against {one:.1f} s)" in RESULTS_PAGE
+        assert f"{ranks_text.split(' to ')[0]}" in README and f"**{two / one:.2f}x**" in README
+
+
+@pytest.mark.parametrize("task, target, sentences", [
+    ("cartpole", 475, ("in **{pqn_over_cleanrl:.2f}x** the time of CleanRL's",
+                       "in {pqn_over_dqn:.2f}x the time of hvd_dqn's own DQN")),
+    ("minatar_breakout", 5, ("PQN reaches 5 in **{pqn_over_dqn:.2f}x** DQN's time",)),
+])
+def test_the_pqn_side_by_side_recomputes_from_the_raw_episodes(task, target, sentences):
+    """Each run's seconds to the target from its own episodes.csv (CleanRL's as studies/peer_episodes.py wrote
+    it); the ratios of the medians the results README gives."""
+    import csv
+
+    from hvd_dqn.reports.score import read_run, wall_s_to_target
+
+    seconds = {}
+    for run in sorted((REPO / "results" / "pqn_side_by_side" / f"{task}_runs").iterdir()):
+        config = run.name.rsplit("_seed", 1)[0]
+        if config == "cleanrl_pqn":
+            with open(run / "episodes.csv") as handle:
+                episodes = [(int(row["env_steps"]), float(row["return"]), float(row["wall_s"]))
+                            for row in csv.DictReader(handle)]
+        else:
+            episodes = read_run(str(run))[1]
+        seconds.setdefault(config, []).append(wall_s_to_target(episodes, target, 100))
+    assert all(len(values) >= 3 and None not in values for values in seconds.values())
+    medians = {config: statistics.median(values) for config, values in seconds.items()}
+    ratios = dict(pqn_over_dqn=medians["hvd_dqn_pqn"] / medians["hvd_dqn_dqn"])
+    if "cleanrl_pqn" in medians:
+        ratios["pqn_over_cleanrl"] = medians["hvd_dqn_pqn"] / medians["cleanrl_pqn"]
+    text = (REPO / "results" / "pqn_side_by_side" / "README.md").read_text()
+    for sentence in sentences:
+        assert sentence.format(**ratios) in text
+
+
+@pytest.mark.parametrize("game", ["breakout", "spaceinvaders", "freeway"])
+def test_the_minatar_scores_recompute_from_the_raw_episodes(game):
+    from hvd_dqn.reports.score import last_episodes
+    from hvd_dqn.reports.score import read_run
+
+    _, episodes = read_run(str(REPO / "results" / f"minatar_{game}"))
+    mean, error, used = last_episodes(episodes, 100)
+    assert used == 100 and f"| {mean:.2f} +- {error:.2f} |" in RESULTS_PAGE
+
+
+def test_the_score_of_a_hand_made_run():
+    from hvd_dqn.reports.score import last_episodes
+
+    episodes = [(40, 10.0), (10, 99.0), (30, 4.0), (20, 6.0)]  # by env step: 99, 6, 4, 10
+    mean, error, used = last_episodes(episodes, 3)
+    assert used == 3 and mean == pytest.approx(20 / 3)
+    assert error == pytest.approx(statistics.stdev([6.0, 4.0, 10.0]) / 3 ** 0.5)
+
+
+def test_a_licence_compatible_with_tensorflow_and_horovod():
+    licence = (REPO / "LICENSE").read_text()
+    assert "Apache License" in licence and "Version 2.0, January 2004" in licence
+    assert "GPL-3.0" in (REPO / "docs" / "install.md").read_text()
+
+
+DOCUMENTED_COMMAND = re.compile(r"python -m (hvd_dqn(?:\.[a-z0-9_]+)+)(?![\w.])")  # not a pattern (hvd_dqn.NAME)
+# A path of this project's scripts or studies; one in another project is named with it ("accel_rl's scripts/...").
+DOCUMENTED_SCRIPT = re.compile(r"(?<![\w/.])(?<!'s `)((?:scripts|studies)/[\w/]+\.(?:sh|py|sbatch))")
+
+
+def documented_commands():
+    """{module or script path: the first file that names it} over the project's text."""
+    named = {}
+    for name, path in _project_files():
+        text = path.read_text()
+        for found in DOCUMENTED_COMMAND.findall(text) + DOCUMENTED_SCRIPT.findall(text):
+            named.setdefault(found, name)
+    return named
+
+
+def missing_commands(named: dict) -> list:
+    missing = []
+    for command, where in sorted(named.items()):
+        if command.startswith("hvd_dqn"):
+            module = REPO.joinpath(*command.split(".")).with_suffix(".py")
+            runs = module.is_file() and any(mark in module.read_text() for mark in ('__name__ == "__main__"', "moved("))
+            if not runs:
+                missing.append(f"{where}: python -m {command}")
+        elif not (REPO / command).is_file():
+            missing.append(f"{where}: {command}")
+    return missing
+
+
+def test_every_documented_command_exists_where_the_text_says():
+    """Every `python -m hvd_dqn...` in the README, docs, presets, results and help texts is a module that runs as a
+    program, and every scripts/ or studies/ path names a file: a command moved to another room is found by its
+    new name (or its old one, kept as a one-line alias)."""
+    named = documented_commands()
+    assert {"hvd_dqn.train", "hvd_dqn.measure.benchmark", "hvd_dqn.plan.cost_model", "hvd_dqn.reports.suite",
+            "scripts/setup.sh"} <= set(named)
+    assert missing_commands(named) == []
+
+
+def test_the_command_check_finds_a_command_that_is_not_there():
+    assert missing_commands({"hvd_dqn.reports.nothing": "README.md", "hvd_dqn.collectives": "docs/x.md",
+                             "scripts/plot_curves.py": "docs/y.md", "hvd_dqn.train": "README.md"}) == [
+        "docs/x.md: python -m hvd_dqn.collectives", "README.md: python -m hvd_dqn.reports.nothing",
+        "docs/y.md: scripts/plot_curves.py"]
+
+
+def test_an_old_command_name_runs_the_command_at_its_new_place(tmp_path):
+    """hvd_dqn.tools.score (kept for version 0.3) is hvd_dqn.reports.score: the same answer, the same errors."""
+    import csv
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text('{"env_id": "CartPole-v1"}')
+    with open(run / "episodes.csv", "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["env_steps", "env_frames", "rank", "env", "return", "length", "wall_s"])
+        writer.writerows([[100 * step, 100 * step, 0, 0, 10.0 * step, 100, step] for step in range(1, 5)])
+    import sys
+
+    answers = [subprocess.run([sys.executable, "-m", module, str(run), "--episodes=2"], cwd=REPO, capture_output=True,
+                              text=True, timeout=120) for module in ("hvd_dqn.tools.score", "hvd_dqn.reports.score")]
+    assert answers[0].returncode == answers[1].returncode == 0, answers[0].stderr
+    assert answers[0].stdout == answers[1].stdout and "mean return 35" in answers[0].stdout

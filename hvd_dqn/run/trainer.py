@@ -75,7 +75,10 @@ class Trainer:
         self.agent = make_agent(config, spec, num_envs, replay_capacity, self.world.size, sample_rng, self.rank_metrics)
         self.acting = Acting(env, self.agent.make_actor(self.rng, own_network=self.use_pipeline),
                              self.agent.epsilon_schedule())
-        self.evaluation_actor = EpsilonGreedyActor(self.agent.q_network, spec.num_actions, self.rng)  # the learner's
+        # The learner's network, acting with a generator of its own (made afresh from the evaluation seed at each
+        # evaluation): evaluating leaves the training actor's stream untouched, so a run trains alike with or
+        # without evaluations, and every evaluation draws alike.
+        self.evaluation_actor = EpsilonGreedyActor(self.agent.q_network, spec.num_actions, np.random.default_rng(0))
         self.eval_env = None
         self.join_world()
 
@@ -299,6 +302,7 @@ class Trainer:
         if self.eval_env is not None:
             # Fixed evaluation seeds, distinct from the training envs', so evaluations compare like with like.
             seed = self.config.seed + self.world.rank + 1_000_000
+            self.evaluation_actor.rng = np.random.default_rng(seed)
             returns = run_episodes(self.evaluation_actor, self.eval_env, self.config.eval_epsilon, seed).returns
         all_returns = collectives.gather_from_ranks(returns, "eval_returns")
         return float(np.mean(all_returns))

@@ -230,3 +230,21 @@ def test_training_stops_once_the_latest_training_episodes_average_the_target(tmp
     assert len(played) > 20 and final["recent_returns"] == played[-20:]
     assert np.mean(final["recent_returns"]) >= 10
 
+
+
+def test_evaluations_leave_the_training_run_as_it_is(tmp_path):
+    """Evaluation acts with a generator of its own: a run that evaluates (SHORT_RUN, every 2,000 env steps, with
+    --eval_epsilon's random actions) plays the same training episodes and ends with the same weights as the run that
+    never evaluates. (It once drew from the training actor's stream, and shifted every exploration after it.)"""
+    from conftest import episodes_without_wall_time
+
+    flags = ["--total_env_steps=4000", "--eval_epsilon=0.05"]
+    _train(1, tmp_path / "evaluated", *flags)
+    _train(1, tmp_path / "not_evaluated", *flags, "--eval_interval_env_steps=0")
+    evaluated = _metrics(tmp_path / "evaluated")
+    assert [row["eval_return_mean"] != "" for row in evaluated] == [False, True, False, True]
+    assert episodes_without_wall_time(tmp_path / "evaluated" / "episodes.csv") == \
+        episodes_without_wall_time(tmp_path / "not_evaluated" / "episodes.csv")
+    digests = [checkpoint.read_counters(checkpoint.latest_checkpoint(str(tmp_path / name)))["replica_weight_digests"]
+               for name in ("evaluated", "not_evaluated")]
+    assert digests[0] == digests[1]

@@ -144,5 +144,7 @@ def test_noisy_nets_are_refused_by_the_agents_whose_networks_have_none(tmp_path,
 def test_cartpole_c51_preset_is_solved_within_its_budget(tmp_path):
     """Solved as gymnasium defines it: the last 100 training episodes, as played, average at least 475, within the
     preset's budget of 150,000 env steps. The preset's seeds were solved at 61,552, 61,760 and 54,320 env steps
-    (results/cartpole_c51/); the test trains seed 2, the soonest, to keep the suite's time down."""
-    train_until_solved(REPO / "configs" / "cartpole_c51.flags", tmp_path / "run", budget=150_000, flags=["--seed=2"])
+    (results/cartpole_c51/, when evaluations still drew from training's random stream; seed 2 now at 54,280); the
+    test trains seed 2, the soonest, without the evaluations it does not judge, to keep the suite's time down."""
+    train_until_solved(REPO / "configs" / "cartpole_c51.flags", tmp_path / "run", budget=150_000,
+                       flags=["--seed=2", "--eval_interval_env_steps=0"])

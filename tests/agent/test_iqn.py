@@ -99,7 +99,10 @@ def test_a_bad_setting_is_one_line(tmp_path, flags, message):
 
 
 def test_cartpole_iqn_preset_is_solved_within_its_budget(tmp_path):
-    """Solved as gymnasium defines it: the last 100 training episodes, as played, average at least 475. Seed 1,
-    solved at 54,696 env steps in results/cartpole_iqn/ (seed 2 at 54,512, seed 0 at 124,056): IQN's update is the
-    suite's dearest per env step, and the seed that solves sooner keeps the suite within its time."""
-    train_until_solved(REPO / "configs" / "cartpole_iqn.flags", tmp_path / "run", budget=150_000, flags=["--seed=1"])
+    """Solved as gymnasium defines it: the last 100 training episodes, as played, average at least 475. Seed 1, solved
+    at 54,360 env steps (54,696 in results/cartpole_iqn/, from when evaluations still drew from training's random
+    stream; seed 2 at 54,512, seed 0 at 124,056 there): IQN's update is the suite's dearest per env step, and the
+    seed that solves sooner keeps the suite within its time, as does leaving out the preset's evaluations, which
+    the test does not judge and which no longer change training."""
+    train_until_solved(REPO / "configs" / "cartpole_iqn.flags", tmp_path / "run", budget=150_000,
+                       flags=["--seed=1", "--eval_interval_env_steps=0"])

@@ -103,6 +103,9 @@ def test_a_bad_setting_is_one_line(tmp_path, flags, message):
 
 
 def test_cartpole_qrdqn_preset_is_solved_within_its_budget(tmp_path):
-    """Solved as gymnasium defines it: the last 100 training episodes, as played, average at least 475; the preset's
-    seed 0 was solved at 93,392 env steps (results/cartpole_qrdqn/), within its budget of 150,000."""
-    train_until_solved(REPO / "configs" / "cartpole_qrdqn.flags", tmp_path / "run", budget=150_000)
+    """Solved as gymnasium defines it: the last 100 training episodes, as played, average at least 475, within the
+    preset's budget of 150,000 env steps. Seed 0 is solved at 73,288 (results/cartpole_qrdqn/ holds 93,392, from
+    when evaluations still drew from training's random stream). Without the preset's evaluations, which the test
+    does not judge and which no longer change training, the run is the preset's own at a sixth less time."""
+    train_until_solved(REPO / "configs" / "cartpole_qrdqn.flags", tmp_path / "run", budget=150_000,
+                       flags=["--eval_interval_env_steps=0"])

@@ -221,3 +221,12 @@ def test_the_agent_name_check_finds_a_comparison():
         assert agent_name_checks() == [f"{module.relative_to(REPO)}:2"] * 2
     finally:
         module.unlink()
+
+
+def test_the_tests_are_laid_out_like_the_package():
+    """A room's tests are in tests/<room>/ (the top-level modules' at tests/'s top; the project's own, such as this
+    file, in tests/project/): every folder of tests that holds test files is a room of the package or the project."""
+    rooms = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
+    folders = {path.parent.name for path in (REPO / "tests").glob("*/test_*.py")}
+    assert folders - rooms == {"project"}
+    assert not list((REPO / "tests").glob("*/*/test_*.py"))  # one level, as the package's rooms

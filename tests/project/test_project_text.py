@@ -286,3 +286,18 @@ def test_an_old_command_name_runs_the_command_at_its_new_place(tmp_path):
                               text=True, timeout=120) for module in ("hvd_dqn.tools.score", "hvd_dqn.reports.score")]
     assert answers[0].returncode == answers[1].returncode == 0, answers[0].stderr
     assert answers[0].stdout == answers[1].stdout and "mean return 35" in answers[0].stdout
+
+
+def test_every_documented_command_answers_help():
+    """Each `python -m hvd_dqn...` the project's text names starts and explains itself (`--help`; absl's commands exit
+    with 1 after it, argparse's with 0): an import broken by a move would fail here, in seconds, for every command."""
+    import sys
+
+    modules = sorted(command for command in documented_commands() if command.startswith("hvd_dqn"))
+    failed = []
+    for module in modules:
+        result = subprocess.run([sys.executable, "-m", module, "--help"], cwd=REPO, capture_output=True, text=True,
+                                timeout=120)
+        if result.returncode not in (0, 1) or "Traceback" in result.stderr or len(result.stdout) < 100:
+            failed.append(f"{module}: exit {result.returncode}: {(result.stderr or result.stdout)[-300:]}")
+    assert len(modules) >= 15 and failed == []

@@ -2,9 +2,8 @@
 # Runs the whole test suite: sets up if needed (scripts/setup.sh), then pytest. Extra arguments go to
 # pytest, e.g. `scripts/test.sh -k replay` or `scripts/test.sh tests/agent/test_learner.py`.
 #
-# Three test files at a time (pytest-xdist, one file per worker, the longest files first: tests/conftest.py): most
-# tests start one process that keeps a single core busy (a CartPole run is one Python thread), and many wait part
-# of the time (launchers, servers, elastic discovery, a rank's exit), so on 2 cores a third file keeps both busy.
+# Two test files at a time (pytest-xdist, one file per worker): most tests start one process that keeps a
+# single core busy (a CartPole run is one Python thread), so on 2 cores one file at a time leaves a core idle.
 # HVD_DQN_TEST_WORKERS sets the count (0: one process, as plain pytest); `-n` among the arguments wins too.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -12,4 +11,4 @@ repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # shellcheck source=/dev/null
 source "$repo/scripts/launch_env.sh"
 cd "$repo"
-exec "$repo/.venv/bin/python" -m pytest -n "${HVD_DQN_TEST_WORKERS:-3}" --dist loadfile "$@"
+exec "$repo/.venv/bin/python" -m pytest -n "${HVD_DQN_TEST_WORKERS:-2}" --dist loadfile "$@"

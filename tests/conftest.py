@@ -213,3 +213,27 @@ def pytest_sessionfinish(session):
         by_time = sorted(_seconds_by_file.items(), key=lambda item: -item[1])
         pathlib.Path(path).write_text(json.dumps({file: round(seconds, 1) for file, seconds in by_time}, indent=1)
                                       + "\n")
+
+
+def _process_environment_names() -> set:
+    """The names in this process's C-level environment, which a subprocess started without env= inherits. It can
+    differ from os.environ: C code's setenv does not reach os.environ."""
+    import ctypes
+
+    environ = ctypes.POINTER(ctypes.c_char_p).in_dll(ctypes.CDLL(None), "environ")
+    names, index = set(), 0
+    while environ[index]:
+        names.add(environ[index].split(b"=", 1)[0].decode(errors="replace"))
+        index += 1
+    return names
+
+
+@pytest.fixture(autouse=True)
+def _environment_as_os_environ():
+    """Puts the process's environment back to os.environ after each test. A test that calls hvd.init() in
+    pytest's own process starts Open MPI as a singleton, which sets PMIX_* and OMPI_* variables in the C-level
+    environment only; a later test's `horovodrun` started without env= inherited them, and its ranks, taking
+    them for their own job's, exited at once with an empty log."""
+    yield
+    for name in _process_environment_names() - set(os.environ):
+        os.unsetenv(name)

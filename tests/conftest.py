@@ -16,6 +16,13 @@ import pytest
 import hvd_dqn  # noqa: F401  (first: it selects Keras 2 for TensorFlow in the tests and every process they start)
 from hvd_dqn.quiet_tensorflow import DEFAULT_TF_CPP_MIN_LOG_LEVEL
 
+# Ranks sharing a host run without a Horovod cycle by default (run/horovod_setup.py's runtime_defaults: the fastest
+# for a job alone on its cores), so their background threads spin between allreduces. The suite runs two test files
+# at once on 2 cores, and the spinning of one file's ranks takes cycles from the other's processes: a 1 ms cycle
+# cut a short 2-rank run's CPU time by a fifth (sys time 7.9 against 3.1 s). Runs do not depend on it (their
+# replicas and episodes are the same at any cycle); the default itself is tested in tests/run/test_horovod_setup.py.
+os.environ.setdefault("HOROVOD_CYCLE_TIME", "1")
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 MP_SCRIPTS = REPO / "tests" / "mp"
 PYTHON = sys.executable  # the venv's interpreter; a bare "python" under horovodrun may be another one

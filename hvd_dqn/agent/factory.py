@@ -15,6 +15,11 @@ def agent_class(config: TrainConfig):
     return registry.implementation(config.agent)
 
 
+def agent_entry(config: TrainConfig) -> registry.AgentEntry:
+    """The registry entry of the agent --agent names: how reports name it (`title`) and what it learns from."""
+    return registry.entry(config.agent)
+
+
 def make_agent(config: TrainConfig, spec, num_envs: int, replay_capacity: int, world_size: int,
                sample_rng: np.random.Generator, rank_metrics) -> Agent:
     """One rank's agent for envs of `spec` (`hvd_dqn.envs.EnvSpec`): `num_envs` and `replay_capacity` are the
@@ -27,7 +32,7 @@ def acts_ahead(config: TrainConfig, steps_outside_python: bool) -> bool:
     """Whether acting runs ahead of learning on a thread of its own (--pipeline; on with "auto" where the emulators
     step outside Python's interpreter lock). Never for an agent whose entry says it acts in order (PQN, whose
     rollouts are collected with the weights they are learned from)."""
-    if not registry.entry(config.agent).acts_ahead:
+    if not agent_entry(config).acts_ahead:
         return False
     return config.pipeline == "on" or (config.pipeline == "auto" and steps_outside_python)
 
@@ -46,7 +51,7 @@ def memory_setting(config: TrainConfig, ranks_on_host: int) -> MemorySetting:
 def learns_from_replay(config: TrainConfig) -> bool:
     """Whether the agent keeps a replay memory and a target network (the DQN family), which the measuring
     commands of replay and target-network costs and the rank split of replay memories need."""
-    return registry.entry(config.agent).memory == "replay"
+    return agent_entry(config).memory == "replay"
 
 
 def greedy_network(config: TrainConfig, network):

@@ -36,7 +36,7 @@ class UpdateCostError(Exception):
 def preset_configs(flagfiles, run_flags) -> list:
     """(name, TrainConfig) per preset, the flags after "--" applied to each; every preset is checked before any is
     timed, so a bad one is named at once."""
-    from hvd_dqn.agent.factory import learns_from_replay
+    from hvd_dqn.agent.factory import agent_entry, learns_from_replay
     from hvd_dqn.config import ConfigError
     from hvd_dqn.flags import config_of_runs
 
@@ -49,7 +49,7 @@ def preset_configs(flagfiles, run_flags) -> list:
         except ConfigError as error:
             raise UpdateCostError(f"{flagfile}: {error}") from None
         if not learns_from_replay(config):
-            raise UpdateCostError(f"{flagfile}: --agent={config.agent} learns from rollouts, not a replay memory; "
+            raise UpdateCostError(f"{flagfile}: {agent_entry(config).title} learns from rollouts, not a replay memory; "
                                   "python -m hvd_dqn.measure.benchmark_workers times its real runs")
         presets.append((os.path.splitext(os.path.basename(flagfile))[0], config))
     names = [name for name, _ in presets]
@@ -86,6 +86,7 @@ def update_costs(presets, seconds: float, rounds: int, seed: int = 0) -> dict:
     import numpy as np
     import tensorflow as tf
 
+    from hvd_dqn.agent.factory import agent_entry
     from hvd_dqn.measure.timing import side_by_side
 
     tf.keras.utils.set_random_seed(seed)
@@ -96,7 +97,7 @@ def update_costs(presets, seconds: float, rounds: int, seed: int = 0) -> dict:
     results = {}
     for name, config in presets:
         results[name] = dict(
-            agent=config.agent, env_id=config.env_id, batch_size=config.batch_size, updates_per_s=rates[name],
+            agent=agent_entry(config).title, env_id=config.env_id, batch_size=config.batch_size, updates_per_s=rates[name],
             ms_per_update=1000.0 / rates[name], cost_vs_first=rates[first] / rates[name],
             train_frequency=config.train_frequency, learner_agent_steps_per_s=rates[name] * config.train_frequency)
     return results

@@ -18,7 +18,7 @@ def test_each_presets_update_is_timed_beside_the_others_with_the_run_flags_appli
     assert written["rounds"] == 2 and written["run_flags"] == ["--batch_size=16"]
     rows = written["presets"]
     assert list(rows) == ["cartpole", "cartpole_qrdqn", "cartpole_iqn", "cartpole_c51"]
-    assert [row["agent"] for row in rows.values()] == ["dqn", "qrdqn", "iqn", "c51"]
+    assert [row["agent"] for row in rows.values()] == ["DQN", "QR-DQN", "IQN", "C51"]
     first = rows["cartpole"]["updates_per_s"]
     for name, row in rows.items():
         assert row["batch_size"] == 16, name  # the flags after "--" reach every preset
@@ -32,7 +32,7 @@ def test_each_presets_update_is_timed_beside_the_others_with_the_run_flags_appli
 @pytest.mark.parametrize("arguments, message", [
     (["configs/no_such.flags"], "configs/no_such.flags: no such preset file"),
     (["configs/cartpole.flags", "configs/cartpole_pqn.flags"],
-     "configs/cartpole_pqn.flags: --agent=pqn learns from rollouts, not a replay memory"),
+     "configs/cartpole_pqn.flags: PQN learns from rollouts, not a replay memory"),
     (["configs/cartpole.flags", "--", "--batch_size=0"], "configs/cartpole.flags: "),
     (["configs/cartpole.flags", "configs/cartpole.flags"], "two presets share a name"),
     (["configs/cartpole.flags", "--rounds=0"], "--round_seconds and --rounds must be positive"),

@@ -11,7 +11,9 @@ window, per seed and over the seeds, beside the mean [min, max] over 5 seeds of 
 (hvd_dqn/baselines/dopamine_atari_cnn.json) and of its DQN and Rainbow; whether the mean is within or above the
 range of Dopamine's same agent, and above its DQN; and each run's agent steps per second of training (its env
 steps over its seconds of training, from episodes.csv's wall_s; a run that shared its machine says so only
-through a lower figure). Writes OUT.md (the table), OUT.json and OUT.png (one panel per game: each run's
+through a lower figure). Then, per game, hvd_dqn's best agent in the game's latest window, placed among the means
+of all five of Dopamine's agents (DQN, C51, Rainbow, QR-DQN, IQN) there: the line a user choosing an agent for a
+game reads first. Writes OUT.md (the tables), OUT.json and OUT.png (one panel per game: each run's
 per-window means over the bands of Dopamine's same agent and its DQN).
 """
 import argparse
@@ -23,6 +25,7 @@ import sys
 
 PROGRAM = "python -m hvd_dqn.reports.suite"
 REFERENCES = ("DQN", "Rainbow")  # Dopamine's agents every row is also set beside
+DOPAMINE_AGENTS = ("DQN", "C51", "Rainbow", "QR-DQN", "IQN")  # all Dopamine publishes per game
 ITERATION = 250_000  # agent steps per Dopamine iteration
 
 
@@ -108,7 +111,24 @@ def suite(logdirs, window=None) -> dict:
         if row["dopamine_agent"] is not None:
             tally["dopamine_agent"] = row["dopamine_agent"]
             tally["within_or_above_same"] += row["within_or_above_same"]
-    return dict(rows=rows, runs=runs, agents=tallies)
+    return dict(rows=rows, runs=runs, agents=tallies, best=best_per_game(rows))
+
+
+def best_per_game(rows) -> list:
+    """Per game, hvd_dqn's best agent, placed among all of Dopamine's agents in the same window.
+
+    Only the game's latest window is compared (a 500k run's 250k-500k mean is not set against a 1M run's
+    750k-1M), and the agents by their means over their seeds, as Dopamine's are by the means of theirs."""
+    best = []
+    for game in collections.OrderedDict.fromkeys(row["game"] for row in rows):
+        latest = max(row["window"] for row in rows if row["game"] == game)
+        top = max((row for row in rows if row["game"] == game and row["window"] == latest), key=lambda row: row["mean"])
+        dopamine = {agent: _published(game, agent, latest)["mean"] for agent in DOPAMINE_AGENTS}
+        ranked = sorted(dopamine.items(), key=lambda item: item[1])
+        best.append(dict(game=game, window=latest, label=top["label"], mean=top["mean"], dopamine_means=dopamine,
+                         above=[agent for agent, mean in ranked if top["mean"] > mean],
+                         below=[agent for agent, mean in ranked if top["mean"] <= mean]))
+    return best
 
 
 def _window_text(window: int) -> str:
@@ -148,6 +168,15 @@ def markdown(result: dict) -> str:
         else:
             text += f", above its Rainbow on {tally['above_rainbow']} of {games}."
         lines.append(text)
+    lines += ["", "hvd_dqn's best agent on each game (its latest window), among the means of Dopamine's five agents in "
+              "the same window:", "",
+              "| game | window | best hvd_dqn agent | mean | above Dopamine's | below Dopamine's |",
+              "|---|---|---|---:|---|---|"]
+    for best in result["best"]:
+        def named(agents):
+            return ", ".join(f"{agent} {best['dopamine_means'][agent]:,.1f}" for agent in agents) or "none"
+        lines.append(f"| {best['game']} | {_window_text(best['window'])} | {best['label']} | {best['mean']:,.1f} | "
+                     f"{named(best['above'])} | {named(best['below'])} |")
     return "\n".join(lines)
 
 

@@ -31,7 +31,17 @@ def test_the_atari_suite_tables_each_game_and_agent_against_dopamines_same_agent
         in lines
     assert "Rainbow: above Dopamine's DQN on 0 of 1 games, within or above the range of Dopamine's Rainbow on 1 of 1." \
         in lines
+    # Each game's best agent among all five of Dopamine's in its window: on Pong QR-DQN (5.0) is best, not PQN
+    # (-13.0); Dopamine's 750k-1M means there C51 -20.5, IQN -5.3; Qbert's 250k-500k: C51 244.3, QR-DQN 698.9,
+    # IQN 601.8; SpaceInvaders' 750k-1M: C51 214.9, QR-DQN 535.4, IQN 551.0.
+    assert ("| pong | 750k-1M | QR-DQN | 5.0 | C51 -20.5, Rainbow -16.7, DQN -13.7, IQN -5.3 | QR-DQN 7.4 |"
+            in lines)
+    assert ("| spaceinvaders | 750k-1M | PQN | 400.0 | C51 214.9 | Rainbow 401.2, DQN 415.9, QR-DQN 535.4, IQN 551.0 |"
+            in lines)
+    assert ("| qbert | 250k-500k | Rainbow | 440.0 | C51 244.3 | Rainbow 450.8, DQN 464.0, IQN 601.8, QR-DQN 698.9 |"
+            in lines)
     written = json.loads((tmp_path / "suite.json").read_text())
+    assert [best["label"] for best in written["best"]] == ["QR-DQN", "PQN", "Rainbow"]
     assert written["agents"]["PQN"]["above_dqn"] == 1 and written["agents"]["QR-DQN"]["within_or_above_same"] == 1
     assert (tmp_path / "suite.png").read_bytes().startswith(PNG_MAGIC)
     assert (tmp_path / "suite.md").read_text().strip() == result.stdout.strip()

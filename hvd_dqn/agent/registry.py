@@ -38,7 +38,10 @@ class AgentEntry:
     its default when this one trains, or the check names it (`settings_problem`). `without_them` says, after
     "--agent=NAME", why the others' settings mean nothing to it. `checks`: "module:function" of a function that
     raises hvd_dqn.config.ConfigError for a bad value of this agent's own settings; `setting_help`: --help texts of
-    settings only this agent has; `shapes_checkpoint`: its settings that a resumed run must keep."""
+    settings only this agent has; `shapes_checkpoint`: its settings that a resumed run must keep;
+    `update_metrics`: what its updates report beside "td_loss" and "q_mean" (names in the dict its learner's update
+    returns), each averaged over the updates between log points into a metrics.csv column of that name and a
+    TensorBoard scalar under losses/."""
     name: str
     title: str  # how texts name it: "DQN", "QR-DQN"
     summary: str  # one line for --agent's help and the README: what it is, from which paper
@@ -51,6 +54,7 @@ class AgentEntry:
     setting_help: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # Its settings that decide the shapes of what its checkpoint holds: a resumed run must agree on them.
     shapes_checkpoint: Tuple[str, ...] = ()
+    update_metrics: Tuple[str, ...] = ()
 
     def __post_init__(self):
         if self.memory not in MEMORIES:

@@ -74,14 +74,17 @@ class EpisodeTracker:
 
 class RankMetrics:
     """This rank's episodes and update statistics since the last log point; `reduce` combines them over all
-    ranks and clears them."""
+    ranks and clears them. `update_metrics`: what the agent's updates report beside td_loss and q_mean (its
+    registry entry's), each averaged like them."""
 
-    def __init__(self):
+    def __init__(self, update_metrics=()):
+        self.update_metrics = tuple(update_metrics)
         self._clear()
 
     def _clear(self):
         self.return_sum = self.length_sum = self.episodes = 0.0
         self.loss_sum = self.q_sum = self.updates = 0.0
+        self.update_metric_sums = np.zeros(len(self.update_metrics))
         self.episode_rows = []  # (env steps at the end, env, return, length, seconds of training at the end)
 
     def record_episodes(self, env_steps: int, envs: np.ndarray, returns: np.ndarray, lengths: np.ndarray,
@@ -95,16 +98,18 @@ class RankMetrics:
     def record_update(self, metrics: Dict[str, float]) -> None:
         self.loss_sum += metrics["td_loss"]
         self.q_sum += metrics["q_mean"]
+        self.update_metric_sums += [metrics[name] for name in self.update_metrics]
         self.updates += 1
 
     def reduce(self) -> Tuple[Dict[str, float], List[list]]:
         """Collective: every rank must call it at the same point. Returns the means over all ranks and each
         rank's episode rows (a list per rank, in rank order)."""
         totals = collectives.sum_over_ranks(
-            np.array([self.return_sum, self.length_sum, self.episodes, self.loss_sum, self.q_sum, self.updates]),
+            np.concatenate([[self.return_sum, self.length_sum, self.episodes, self.loss_sum, self.q_sum, self.updates],
+                            self.update_metric_sums]),
             name="metrics_window")
         episode_rows = collectives.gather_objects(self.episode_rows, "episode_rows")
-        return_sum, length_sum, episodes, loss_sum, q_sum, updates = totals
+        (return_sum, length_sum, episodes, loss_sum, q_sum, updates), update_metric_sums = totals[:6], totals[6:]
         self._clear()
         return {
             "episode_return_mean": return_sum / episodes if episodes else math.nan,
@@ -112,6 +117,8 @@ class RankMetrics:
             "episodes_in_window": int(episodes),
             "td_loss": loss_sum / updates if updates else math.nan,
             "q_mean": q_sum / updates if updates else math.nan,
+            **{name: total / updates if updates else math.nan
+               for name, total in zip(self.update_metrics, update_metric_sums)},
         }, episode_rows
 
 
@@ -125,7 +132,8 @@ class MetricsWriter:
     """Rank 0's console, TensorBoard and CSV output."""
 
     def __init__(self, logdir: str, total_env_steps: int, start_env_steps: int, frames_per_step: int,
-                 resumed: bool = False):
+                 resumed: bool = False, update_metrics=()):
+        """`update_metrics`: the agent's own update metrics (RankMetrics'), written after q_mean."""
         import tensorflow as tf
 
         if resumed:
@@ -137,7 +145,11 @@ class MetricsWriter:
         self._last_env_steps = start_env_steps
         self._last_time = time.monotonic()
         self._tensorboard = tf.summary.create_file_writer(logdir)
-        self._csv_file, self._csv = _open_csv(os.path.join(logdir, "metrics.csv"), CSV_COLUMNS)
+        at = CSV_COLUMNS.index("q_mean") + 1
+        self._update_metrics = tuple(update_metrics)
+        self._tags = dict(TENSORBOARD_TAGS, **{name: f"losses/{name}" for name in update_metrics})
+        self._csv_file, self._csv = _open_csv(os.path.join(logdir, "metrics.csv"),
+                                              CSV_COLUMNS[:at] + self._update_metrics + CSV_COLUMNS[at:])
         self._episodes_file, self._episodes = _open_csv(os.path.join(logdir, "episodes.csv"), EPISODE_CSV_COLUMNS)
 
     def write_episodes(self, rows_by_rank: List[list]) -> None:
@@ -163,7 +175,7 @@ class MetricsWriter:
         self._csv.writerow({key: _format(value) for key, value in row.items()})
         self._csv_file.flush()
         with self._tensorboard.as_default(step=int(env_steps)):
-            for column, tag in TENSORBOARD_TAGS.items():
+            for column, tag in self._tags.items():
                 value = row.get(column)
                 if value is not None and not (isinstance(value, float) and math.isnan(value)):
                     tf.summary.scalar(tag, value)
@@ -180,6 +192,7 @@ class MetricsWriter:
             f"ETA {eta}",
             f"return {row['episode_return_mean']:.1f} over {row['episodes_in_window']} episodes",
             f"td loss {row['td_loss']:.4f}",
+            *(f"{name.replace('_', ' ')} {row[name]:.4g}" for name in self._update_metrics),
             f"eps {row['epsilon']:.3f}",
             f"updates {row['updates']:,}",
         ]

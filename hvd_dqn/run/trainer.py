@@ -18,7 +18,7 @@ from absl import logging
 
 from hvd_dqn import collectives
 from hvd_dqn.agent.episodes import run_episodes
-from hvd_dqn.agent.factory import acts_ahead, make_agent
+from hvd_dqn.agent.factory import acts_ahead, agent_entry, make_agent
 from hvd_dqn.agent.interface import Experience
 from hvd_dqn.agent.policy import EpsilonGreedyActor
 from hvd_dqn.agent.schedules import apex_epsilons
@@ -71,7 +71,7 @@ class Trainer:
         env = make_env_for(config, num_envs, self.world.local_size)
         spec = spec_of(env)
         check_memory_fits(config, spec, num_envs, replay_capacity, self.world)  # before anything big is allocated
-        self.rank_metrics = RankMetrics()
+        self.rank_metrics = RankMetrics(agent_entry(config).update_metrics)
         self.agent = make_agent(config, spec, num_envs, replay_capacity, self.world.size, sample_rng, self.rank_metrics)
         self.acting = Acting(env, self.agent.make_actor(self.rng, own_network=self.use_pipeline),
                              self.agent.epsilon_schedule())
@@ -263,7 +263,8 @@ class Trainer:
             if self.store:  # a resumed run, or a new rank 0 under --elastic, appends to the stored CSV files
                 self.store.fetch_logs()
             self.writer = MetricsWriter(self.logdir, config.total_env_steps, self.counters.env_steps,
-                                        frames_per_step(config.env_id), resumed=self.resumed_log)
+                                        frames_per_step(config.env_id), resumed=self.resumed_log,
+                                        update_metrics=self.rank_metrics.update_metrics)
         elif not world.is_chief and self.writer is not None:  # elastic: another rank is rank 0 now
             self.writer.close()
             self.writer = None

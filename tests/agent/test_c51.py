@@ -98,13 +98,18 @@ def test_the_loss_is_the_cross_entropy_of_the_action_taken_against_its_target():
                                  make_optimizer(TrainConfig(), 1, distributed=False), double_dqn=False,
                                  support=SUPPORT)
     targets = tf.constant([[0, 0, 1, 0, 0], [0.5, 0.5, 0, 0, 0]], tf.float32)
-    mean, q_taken, per_transition = learner._loss(tf.zeros((2, 2)), tf.constant([0, 1]), targets,
-                                                  tf.constant([1.0, 0.5]))
+    mean, q_taken, per_transition, per_transition_metrics = learner._loss(
+        tf.zeros((2, 2)), tf.constant([0, 1]), targets, tf.constant([1.0, 0.5]))
     e = np.e
     expected = [np.log(5.0), -np.log(e / (2 * e + 3))]
     np.testing.assert_allclose(per_transition.numpy(), expected, rtol=1e-5)
     assert float(mean) == pytest.approx((expected[0] + 0.5 * expected[1]) / 2, rel=1e-5)  # importance-weighted
     np.testing.assert_allclose(q_taken.numpy(), [0.0, (-2 * e - e + 0 + 1 + 2) / (2 * e + 3)], atol=1e-6)
+    # The spread of each taken action's return: uniform on -2..2 has variance (4 + 1 + 0 + 1 + 4) / 5 = 2; the
+    # second distribution's variance is E[z^2] - Q^2 with E[z^2] = (4e + e + 0 + 1 + 4) / (2e + 3).
+    second_q = (-3 * e + 3) / (2 * e + 3)
+    np.testing.assert_allclose(per_transition_metrics["return_std"].numpy(),
+                               [np.sqrt(2.0), np.sqrt((5 * e + 5) / (2 * e + 3) - second_q ** 2)], rtol=1e-5)
 
 
 def test_the_greedy_policy_acts_on_the_expected_return_and_exports_so(tmp_path):

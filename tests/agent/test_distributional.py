@@ -1,6 +1,7 @@
 """QR-DQN, IQN and C51 (as full Rainbow) end to end under horovodrun: 2 ranks keep one model, a run stopped at a checkpoint and resumed
 (with its replay memories) is the run that never stopped, and evaluate and export act on the mean of the learnt
 distribution."""
+import csv
 import json
 
 import numpy as np
@@ -49,6 +50,13 @@ def test_two_ranks_train_one_model_resume_exactly_evaluate_and_export(tmp_path, 
     assert first["replica_weight_digests"] != digests  # and it learned between the checkpoints
     assert final["replica_weight_digests"] == digests  # exact resume: the weights of the run that never stopped
     assert episodes_without_wall_time(halves / "episodes.csv") == episodes_without_wall_time(whole / "episodes.csv")
+    # The spread of the learnt return distributions is logged beside the TD loss once updates begin (1,000 env
+    # steps in, each log point has updated): a positive standard deviation, in a column of its own after q_mean.
+    with open(whole / "metrics.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0])[list(rows[0]).index("q_mean") + 1] == "return_std"
+    spreads = [float(row["return_std"]) for row in rows if int(row["env_steps"]) >= 1000]
+    assert len(spreads) == 3 and all(0.0 < spread < 1000.0 for spread in spreads), spreads
 
     report = tmp_path / "eval.json"
     python_module("hvd_dqn.evaluate", [f"--logdir={whole}", "--episodes=4", f"--json={report}"], timeout=300)

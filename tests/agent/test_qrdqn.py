@@ -62,6 +62,18 @@ def _constant_network(quantiles_per_action, name):
     return network
 
 
+def test_the_loss_reports_the_spread_of_each_taken_actions_quantiles():
+    """The N quantiles are N equally likely returns: action 0's (-10, 0, 13) have the standard deviation
+    sqrt(((-11)^2 + (-1)^2 + 12^2) / 3) = sqrt(266 / 3) about their mean 1; action 1's (2, 2, 2) none."""
+    online = _constant_network([[-10.0, 0.0, 13.0], [2.0, 2.0, 2.0]], "online")
+    learner = QuantileLearner(online, _constant_network([[0.0] * 3] * 2, "target"),
+                              make_optimizer(TrainConfig(), 1, distributed=False), double_dqn=False, kappa=1.0)
+    _, q_taken, _, per_transition_metrics = learner._loss(tf.zeros((2, 2)), tf.constant([0, 1]),
+                                                          tf.zeros((2, 3)), tf.ones(2))
+    np.testing.assert_allclose(q_taken.numpy(), [1.0, 2.0], rtol=1e-6)
+    np.testing.assert_allclose(per_transition_metrics["return_std"].numpy(), [np.sqrt(266.0 / 3.0), 0.0], atol=1e-5)
+
+
 @pytest.mark.parametrize("double_dqn", [False, True])
 def test_targets_bootstrap_from_the_action_greedy_on_the_mean_of_its_quantiles(double_dqn):
     """Action 0's quantiles (-10, 0, 13) have the largest quantile but the smaller mean (1) than action 1's

@@ -30,4 +30,6 @@ AGENT = AgentEntry(
         "v_max": "C51: the highest atom of the return's support (Bellemare et al. 2017 and Dopamine's Atari "
                  "presets: 10, with rewards clipped to [-1, 1]).",
     },
-    shapes_checkpoint=("num_atoms", "dueling", "noisy_nets"))
+    shapes_checkpoint=("num_atoms", "dueling", "noisy_nets"),
+    # the standard deviation of the return distribution of the actions taken, mean over the minibatch
+    update_metrics=("return_std",))

@@ -92,8 +92,12 @@ class CategoricalLearner(DQNLearner):
         return tf.stop_gradient(project_distribution(moved, next_probabilities, self.support))
 
     def _loss(self, observation_tm1, action_tm1, target_tm1, weights):
-        """(the weighted mean cross-entropy, Q of the actions taken, each transition's cross-entropy)."""
+        """(the weighted mean cross-entropy, Q of the actions taken, each transition's cross-entropy, and the
+        standard deviation of each taken action's return distribution on the support)."""
         logits_tm1 = self._online_forward(observation_tm1, training=True)
         taken = tf.gather(logits_tm1, action_tm1, axis=1, batch_dims=1)  # (B, atoms)
         cross_entropy = -tf.reduce_sum(target_tm1 * tf.nn.log_softmax(taken, axis=-1), axis=-1)
-        return tf.reduce_mean(weights * cross_entropy), expected_values(taken, self.support), cross_entropy
+        q_taken = expected_values(taken, self.support)
+        second_moment = tf.reduce_sum(tf.nn.softmax(tf.cast(taken, tf.float32), axis=-1) * self.support ** 2, axis=-1)
+        return_std = tf.sqrt(tf.maximum(second_moment - tf.cast(q_taken, tf.float32) ** 2, 0.0))
+        return tf.reduce_mean(weights * cross_entropy), q_taken, cross_entropy, {"return_std": return_std}

@@ -87,11 +87,12 @@ class DQNLearner(DistributedUpdate):
                 "num_updates": self.num_updates}
 
     def update(self, batch) -> Dict[str, object]:
-        """One synchronous step on a Batch or a FrameBatch; returns {"td_loss", "q_mean"} as floats and
-        "td_errors", the (B,) TD errors before the step (prioritised replay's new priorities). With
-        batch.weights (importance sampling), each transition's loss is weighted before the mean."""
+        """One synchronous step on a Batch or a FrameBatch; returns {"td_loss", "q_mean"} as floats, with the
+        minibatch means of whatever else the learner's loss reports per transition (a distributional learner's
+        "return_std"), and "td_errors", the (B,) TD errors before the step (prioritised replay's new priorities).
+        With batch.weights (importance sampling), each transition's loss is weighted before the mean."""
         metrics = _on_batch(batch, self._update, self._update_from_frames)
-        return {"td_loss": float(metrics["td_loss"]), "q_mean": float(metrics["q_mean"]),
+        return {**{name: float(value) for name, value in metrics.items() if name != "td_errors"},
                 "td_errors": metrics["td_errors"].numpy()}
 
     @tf.function
@@ -113,10 +114,11 @@ class DQNLearner(DistributedUpdate):
         """The update's graph: (double-)DQN targets, the weighted TD loss, the distributed minimize."""
         target_tm1 = self._targets(reward_t, discount_t, observation_t)
         with tf.GradientTape() as tape:
-            loss, q_tm1_taken, td_error = self._loss(observation_tm1, action_tm1, target_tm1, weights)
+            loss, q_tm1_taken, td_error, per_transition = self._loss(observation_tm1, action_tm1, target_tm1, weights)
             scaled_loss = self._scaled(loss)
         self._minimize(loss, tape, scaled_loss)
-        return {"td_loss": loss, "q_mean": tf.reduce_mean(q_tm1_taken), "td_errors": td_error}
+        return {"td_loss": loss, "q_mean": tf.reduce_mean(q_tm1_taken), "td_errors": td_error,
+                **{name: tf.reduce_mean(values) for name, values in per_transition.items()}}
 
     def _targets(self, reward_t, discount_t, observation_t):
         q_target_t = self._target_forward(observation_t, training=False)
@@ -124,11 +126,12 @@ class DQNLearner(DistributedUpdate):
         return tf.stop_gradient(td_targets(reward_t, discount_t, q_target_t, q_online_t))
 
     def _loss(self, observation_tm1, action_tm1, target_tm1, weights):
-        """(the weighted mean TD loss, Q of the actions taken, the TD errors), recorded on the caller's tape."""
+        """(the weighted mean TD loss, Q of the actions taken, the TD errors, further metrics per transition by
+        name: none for DQN), recorded on the caller's tape."""
         q_tm1 = self._online_forward(observation_tm1, training=True)
         q_tm1_taken = tf.gather(q_tm1, action_tm1, axis=-1, batch_dims=1)
         td_error = target_tm1 - q_tm1_taken
-        return tf.reduce_mean(weights * self._td_loss(td_error)), q_tm1_taken, td_error
+        return tf.reduce_mean(weights * self._td_loss(td_error)), q_tm1_taken, td_error, {}
 
     def loss_gradient(self, batch) -> np.ndarray:
         """The gradient of the update's loss on `batch` at the current weights, all variables flattened into
@@ -146,7 +149,7 @@ class DQNLearner(DistributedUpdate):
     def _gradient(self, observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights):
         target_tm1 = self._targets(reward_t, discount_t, observation_t)
         with tf.GradientTape() as tape:
-            loss, _, _ = self._loss(observation_tm1, action_tm1, target_tm1, weights)
+            loss = self._loss(observation_tm1, action_tm1, target_tm1, weights)[0]
         return tape.gradient(loss, self.online.trainable_variables)
 
     def sync_target(self, tau: float = 1.0) -> None:

@@ -32,4 +32,6 @@ AGENT = AgentEntry(
         "quantile_embedding_dim": "IQN: cosines cos(pi i tau), i = 1..n, that embed each tau before a ReLU layer "
                                   "as wide as the torso's features (n; Dopamine: 64).",
     },
-    shapes_checkpoint=("quantile_embedding_dim",))
+    shapes_checkpoint=("quantile_embedding_dim",),
+    # the standard deviation of the return distribution of the actions taken, mean over the minibatch
+    update_metrics=("return_std",))

@@ -64,9 +64,11 @@ class ImplicitQuantileLearner(DQNLearner):
         return tf.stop_gradient(reward_t[:, None] + discount_t[:, None] * next_values)
 
     def _loss(self, observation_tm1, action_tm1, target_tm1, weights):
-        """(the weighted mean quantile loss, Q of the actions taken, each transition's loss)."""
+        """(the weighted mean quantile loss, Q of the actions taken, each transition's loss, and the standard
+        deviation of each taken action's return distribution, estimated from its values at the N uniform levels)."""
         taus = self._levels(tf.shape(action_tm1)[0], self.num_tau, _ONLINE_LEVELS)
         values = self._online_forward([observation_tm1, taus], training=True)
         taken = tf.gather(values, action_tm1, axis=2, batch_dims=1)  # (B, N)
         per_transition = quantile_huber_loss(taken, taus, target_tm1, self.kappa)
-        return tf.reduce_mean(weights * per_transition), tf.reduce_mean(taken, axis=-1), per_transition
+        return (tf.reduce_mean(weights * per_transition), tf.reduce_mean(taken, axis=-1), per_transition,
+                {"return_std": tf.math.reduce_std(tf.cast(taken, tf.float32), axis=-1)})

@@ -23,4 +23,6 @@ AGENT = AgentEntry(
         "kappa": "QR-DQN: threshold of the quantile Huber loss on each pairwise quantile TD error, in return "
                  "units: quadratic within it, linear beyond (Dabney et al. 2017; Dopamine: 1).",
     },
-    shapes_checkpoint=("num_quantiles", "dueling", "noisy_nets"))
+    shapes_checkpoint=("num_quantiles", "dueling", "noisy_nets"),
+    # the standard deviation of the return distribution of the actions taken, mean over the minibatch
+    update_metrics=("return_std",))

@@ -64,8 +64,10 @@ class QuantileLearner(DQNLearner):
         return tf.stop_gradient(reward_t[:, None] + discount_t[:, None] * next_quantiles)
 
     def _loss(self, observation_tm1, action_tm1, target_tm1, weights):
-        """(the weighted mean quantile loss, Q of the actions taken, each transition's loss)."""
+        """(the weighted mean quantile loss, Q of the actions taken, each transition's loss, and the standard
+        deviation of each taken action's return distribution: its N quantiles are N equally likely returns)."""
         quantiles_tm1 = self._online_forward(observation_tm1, training=True)
         taken = tf.gather(quantiles_tm1, action_tm1, axis=1, batch_dims=1)  # (B, N)
         per_transition = quantile_huber_loss(taken, self.taus, target_tm1, self.kappa)
-        return tf.reduce_mean(weights * per_transition), tf.reduce_mean(taken, axis=-1), per_transition
+        return (tf.reduce_mean(weights * per_transition), tf.reduce_mean(taken, axis=-1), per_transition,
+                {"return_std": tf.math.reduce_std(tf.cast(taken, tf.float32), axis=-1)})

@@ -141,6 +141,11 @@ def _published_text(value) -> str:
     return f"{value['mean']:,.1f} [{value['low']:,.1f}, {value['high']:,.1f}]"
 
 
+def _named_means(agents, best: dict) -> str:
+    """'DQN 18.5, IQN 23.7': Dopamine's agents with their means in the window of `best` (a best_per_game row)."""
+    return ", ".join(f"{agent} {best['dopamine_means'][agent]:,.1f}" for agent in agents) or "none"
+
+
 def markdown(result: dict) -> str:
     lines = ["Mean training return over each run's window of agent steps (Dopamine's iterations of 250k); Dopamine's "
              "agents: mean [min, max] of 5 seeds in the same window.", "",
@@ -173,10 +178,8 @@ def markdown(result: dict) -> str:
               "| game | window | best hvd_dqn agent | mean | above Dopamine's | below Dopamine's |",
               "|---|---|---|---:|---|---|"]
     for best in result["best"]:
-        def named(agents):
-            return ", ".join(f"{agent} {best['dopamine_means'][agent]:,.1f}" for agent in agents) or "none"
         lines.append(f"| {best['game']} | {_window_text(best['window'])} | {best['label']} | {best['mean']:,.1f} | "
-                     f"{named(best['above'])} | {named(best['below'])} |")
+                     f"{_named_means(best['above'], best)} | {_named_means(best['below'], best)} |")
     return "\n".join(lines)
 
 

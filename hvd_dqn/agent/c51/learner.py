@@ -97,7 +97,8 @@ class CategoricalLearner(DQNLearner):
         logits_tm1 = self._online_forward(observation_tm1, training=True)
         taken = tf.gather(logits_tm1, action_tm1, axis=1, batch_dims=1)  # (B, atoms)
         cross_entropy = -tf.reduce_sum(target_tm1 * tf.nn.log_softmax(taken, axis=-1), axis=-1)
-        q_taken = expected_values(taken, self.support)
-        second_moment = tf.reduce_sum(tf.nn.softmax(tf.cast(taken, tf.float32), axis=-1) * self.support ** 2, axis=-1)
-        return_std = tf.sqrt(tf.maximum(second_moment - tf.cast(q_taken, tf.float32) ** 2, 0.0))
+        probabilities = tf.nn.softmax(tf.cast(taken, tf.float32), axis=-1)
+        q_taken = tf.reduce_sum(probabilities * self.support, axis=-1)
+        second_moment = tf.reduce_sum(probabilities * self.support ** 2, axis=-1)
+        return_std = tf.sqrt(tf.maximum(second_moment - q_taken ** 2, 0.0))
         return tf.reduce_mean(weights * cross_entropy), q_taken, cross_entropy, {"return_std": return_std}

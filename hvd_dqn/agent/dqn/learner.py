@@ -114,11 +114,11 @@ class DQNLearner(DistributedUpdate):
         """The update's graph: (double-)DQN targets, the weighted TD loss, the distributed minimize."""
         target_tm1 = self._targets(reward_t, discount_t, observation_t)
         with tf.GradientTape() as tape:
-            loss, q_tm1_taken, td_error, per_transition = self._loss(observation_tm1, action_tm1, target_tm1, weights)
+            loss, q_tm1_taken, td_error, more_metrics = self._loss(observation_tm1, action_tm1, target_tm1, weights)
             scaled_loss = self._scaled(loss)
         self._minimize(loss, tape, scaled_loss)
         return {"td_loss": loss, "q_mean": tf.reduce_mean(q_tm1_taken), "td_errors": td_error,
-                **{name: tf.reduce_mean(values) for name, values in per_transition.items()}}
+                **{name: tf.reduce_mean(values) for name, values in more_metrics.items()}}
 
     def _targets(self, reward_t, discount_t, observation_t):
         q_target_t = self._target_forward(observation_t, training=False)

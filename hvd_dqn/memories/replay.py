@@ -30,7 +30,7 @@ from typing import Dict, Optional, Tuple
 
 import numpy as np
 
-from hvd_dqn.memories.saved_arrays import SavedArrays
+from hvd_dqn.memories.saved_arrays import SavedArrays, copy_into
 from hvd_dqn.memories.sum_tree import SumTree
 
 
@@ -144,11 +144,11 @@ class SegmentedReplay(SavedArrays):
                          "another --replay_capacity, --num_envs or environment?")
         for name, array in state.items():
             if name == "_tree_nodes":
-                self._tree._nodes[...] = array
+                copy_into(self._tree._nodes, array)
             elif name == "_max_priority":
-                self._max_priority = float(array)
+                self._max_priority = float(np.asarray(array))
             else:
-                getattr(self, name)[...] = array
+                copy_into(getattr(self, name), array)
 
     def cut_episodes(self) -> None:
         """Ends every env's unfinished episode here, as a truncation: the envs will go on with new episodes

@@ -12,7 +12,7 @@ from typing import Dict, Tuple
 
 import numpy as np
 
-from hvd_dqn.memories.saved_arrays import SavedArrays
+from hvd_dqn.memories.saved_arrays import SavedArrays, copy_into
 
 
 class Rollout(SavedArrays):
@@ -71,4 +71,4 @@ class Rollout(SavedArrays):
         self.check_state(state, "not a rollout of this run (written by another --agent?)",
                          "another --rollout_steps, --num_envs or environment?")
         for name, array in state.items():
-            getattr(self, name)[...] = array
+            copy_into(getattr(self, name), array)

@@ -1,19 +1,73 @@
 """Writing a rank's memory into a checkpoint: one compressed .npz of the arrays its `state()` returns, read
 back by its `load_state()`, and a digest of them that says whether two memories are identical. Shared by the
-replay memories and PQN's rollout."""
+replay memories and PQN's rollout.
+
+A replay memory of 1M Atari frames is about 7 GiB, most of a rank's memory. Restoring it must not hold a
+second copy: `load` reads each array's shape and type from its header first, and `copy_into` decompresses it
+straight into the memory's own array a chunk at a time, so two ranks on a 24 GiB machine can both resume."""
 from __future__ import annotations
 
 import hashlib
 import os
-from typing import Dict, Optional
+import zipfile
+from typing import Dict, Optional, Union
 
 import numpy as np
 
 EXTRA_PREFIX = "extra_"  # arrays saved beside a memory that are not part of it (the rank's emulators' state)
+CHUNK_BYTES = 64 << 20  # what a restore or a digest holds beside the memory at any moment
+
+
+class StoredArray:
+    """One array of a saved memory, not yet read: its `shape` and `dtype` come from the .npy header, its data
+    only when it is copied (`copy_into`) or asked for whole (`np.asarray`)."""
+
+    def __init__(self, archive: zipfile.ZipFile, member: str):
+        self._archive, self._member = archive, member
+        with archive.open(member) as stream:
+            self.shape, self._fortran_order, self.dtype = _read_header(stream)
+
+    def __array__(self, dtype=None, copy=None):
+        with self._archive.open(self._member) as stream:
+            array = np.lib.format.read_array(stream)
+        return array if dtype is None else array.astype(dtype)
+
+    def copy_into(self, destination: np.ndarray) -> None:
+        """Decompresses the array into `destination` (the same shape and type, C-contiguous) in chunks."""
+        target = memoryview(destination.reshape(-1).view(np.uint8))
+        with self._archive.open(self._member) as stream:
+            _read_header(stream)
+            done = 0
+            while done < len(target):
+                read = stream.readinto(target[done:done + CHUNK_BYTES])
+                if not read:
+                    raise ValueError(f"{self._member} ends after {done:,} of its {len(target):,} bytes")
+                done += read
+
+    def fits(self, destination: np.ndarray) -> bool:
+        return (not self._fortran_order and destination.flags.c_contiguous and self.shape == destination.shape
+                and self.dtype == destination.dtype and not self.dtype.hasobject)
+
+
+def _read_header(stream):
+    version = np.lib.format.read_magic(stream)
+    readers = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+    if version not in readers:
+        raise ValueError(f"is an .npy of format {version[0]}.{version[1]}, which this version cannot read")
+    return readers[version](stream)
+
+
+def copy_into(destination: np.ndarray, source: Union[np.ndarray, StoredArray]) -> None:
+    """destination[...] = source, without a whole second copy when `source` is still in its file."""
+    if isinstance(source, StoredArray) and source.fits(destination):
+        source.copy_into(destination)
+    else:
+        destination[...] = np.asarray(source)
 
 
 class SavedArrays:
-    """Mixin for a memory with `state() -> {name: array}` and `load_state(state)`."""
+    """Mixin for a memory with `state() -> {name: array}` and `load_state(state)`; `load_state` copies each
+    array with `copy_into`, so its values may be arrays or `StoredArray`s."""
 
     def save(self, path: str, extra: Optional[Dict[str, np.ndarray]] = None) -> None:
         """Writes state() as one compressed .npz file (written beside `path`, then renamed), with `extra`
@@ -25,9 +79,16 @@ class SavedArrays:
 
     def load(self, path: str) -> Dict[str, np.ndarray]:
         """Restores a `save`d memory; returns the `extra` arrays saved with it."""
-        with np.load(path) as stored:
-            self.load_state({name: stored[name] for name in stored.files if not name.startswith(EXTRA_PREFIX)})
-            return {name[len(EXTRA_PREFIX):]: stored[name] for name in stored.files if name.startswith(EXTRA_PREFIX)}
+        try:
+            archive = zipfile.ZipFile(path)
+        except zipfile.BadZipFile as error:
+            raise ValueError(f"is not a saved memory ({error})") from None
+        with archive:
+            stored = {member[:-len(".npy")]: StoredArray(archive, member) for member in archive.namelist()
+                      if member.endswith(".npy")}
+            self.load_state({name: array for name, array in stored.items() if not name.startswith(EXTRA_PREFIX)})
+            return {name[len(EXTRA_PREFIX):]: np.asarray(array) for name, array in stored.items()
+                    if name.startswith(EXTRA_PREFIX)}
 
     def check_state(self, state: Dict[str, np.ndarray], other_fields: str, other_shapes: str) -> None:
         """Raises ValueError if `state` holds other arrays than `state()` (`other_fields` says why that may be)
@@ -42,9 +103,12 @@ class SavedArrays:
                                  f"{array.shape} {array.dtype} ({other_shapes})")
 
     def digest(self) -> str:
-        """A short hash of the whole state: equal digests mean identical memories."""
+        """A short hash of the whole state: equal digests mean identical memories. Hashed a chunk at a time
+        from the arrays themselves, never from a copy of them."""
         digest = hashlib.sha256()
         for name, array in sorted(self.state().items()):
             digest.update(name.encode())
-            digest.update(np.ascontiguousarray(array).tobytes())
+            data = memoryview(np.ascontiguousarray(array).reshape(-1).view(np.uint8))
+            for start in range(0, len(data), CHUNK_BYTES):
+                digest.update(data[start:start + CHUNK_BYTES])
         return digest.hexdigest()[:16]

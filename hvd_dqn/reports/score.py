@@ -2,18 +2,26 @@
 
     .venv/bin/python -m hvd_dqn.reports.score results/minatar_breakout                  # the last 100 episodes
     .venv/bin/python -m hvd_dqn.reports.score runs/cp --target=475 --window=100         # when it was solved
+    .venv/bin/python -m hvd_dqn.reports.score results/atari/pong_qrdqn_seed0 --per=100000  # how it learnt
 
 Prints the mean training return of the last --episodes episodes (ordered by the env step each ended at, over
 all ranks) with its standard error (the sample standard deviation over sqrt(episodes)): the figure the README's
 MinAtar table quotes. With --target, also the env steps and seconds of training at which --window consecutive
 episodes first averaged at least --target (gymnasium's rule for "solved"), as the scaling study counts them.
+With --per, also a table by windows of that many env steps (Dopamine reports by iterations of 250k): each
+window's episodes and mean training return beside what metrics.csv logged in it (the loss's and Q's range, the
+learnt return distributions' spread where the agent logs it, greedy evaluations, env steps per second), the
+figures that say why a run learnt as it did.
 """
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
+
+import numpy as np
 
 PROGRAM = "python -m hvd_dqn.reports.score"
 
@@ -78,6 +86,60 @@ def last_episodes(episodes, count: int):
     return statistics.fmean(returns), spread, len(returns)
 
 
+WINDOW_METRICS = ("td_loss", "q_mean", "return_std", "eval_return_mean", "env_steps_per_second")
+
+
+def by_windows(episodes, metrics: dict, per: int) -> list:
+    """One dict per window (start, end] of `per` env steps up to the last logged: the episodes that ended in it
+    and their mean return, and each of WINDOW_METRICS' values logged in it (metrics: column -> array, with
+    env_steps; a column the run does not log is NaN throughout)."""
+    logged = metrics["env_steps"]
+    last = max([*(episode[0] for episode in episodes), *(logged.tolist() if len(logged) else [0])])
+    rows = []
+    for start in range(0, int(last), per):
+        end = start + per
+        returns = [episode[1] for episode in episodes if start < episode[0] <= end]
+        inside = (logged > start) & (logged <= end)
+        row = {"start": start, "end": end, "episodes": len(returns),
+               "mean_return": statistics.fmean(returns) if returns else None}
+        for name in WINDOW_METRICS:
+            values = metrics[name][inside]
+            row[name] = values[~np.isnan(values)].tolist()
+        rows.append(row)
+    return rows
+
+
+def window_table(rows) -> str:
+    def span(values):
+        return f"{min(values):.3g} to {max(values):.3g}" if values else "-"
+
+    def mean(values):
+        return f"{statistics.fmean(values):.3g}" if values else "-"
+
+    lines = ["| env steps | episodes | mean return | td loss | Q mean | return std | greedy eval | env steps/s |",
+             "|---|---:|---:|---|---|---:|---|---:|"]
+    for row in rows:
+        episodes_return = "-" if row["mean_return"] is None else f"{row['mean_return']:,.1f}"
+        evaluations = ", ".join(f"{value:,.1f}" for value in row["eval_return_mean"]) or "-"
+        speed = f"{statistics.median(row['env_steps_per_second']):,.0f}" if row["env_steps_per_second"] else "-"
+        lines.append(f"| {row['start']:,}-{row['end']:,} | {row['episodes']:,} | {episodes_return} | "
+                     f"{span(row['td_loss'])} | {span(row['q_mean'])} | {mean(row['return_std'])} | {evaluations} | "
+                     f"{speed} |")
+    return "\n".join(lines)
+
+
+def read_metrics(logdir: str) -> dict:
+    """metrics.csv's env_steps and WINDOW_METRICS columns (NaN where not logged, or not a column of this run)."""
+    from hvd_dqn.reports.curves import CurveError, _read_columns
+
+    path = os.path.join(logdir, "metrics.csv")
+    try:
+        columns = _read_columns(path, ("env_steps",))
+    except CurveError as error:
+        raise ScoreError(str(error)) from None
+    return {**columns, **_read_columns(path, WINDOW_METRICS, optional=True)}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog=PROGRAM, description=__doc__.split("\n\n")[0])
     parser.add_argument("logdir", help="A run's logdir, or a results/ folder with its episodes.csv and config.json.")
@@ -85,14 +147,20 @@ def main(argv=None) -> int:
     parser.add_argument("--target", type=float, default=None, help="A return to report the first crossing of.")
     parser.add_argument("--window", type=int, default=100,
                         help="Consecutive episodes whose mean must reach --target (default 100).")
+    parser.add_argument("--per", type=int, default=None,
+                        help="Also a table by windows of this many env steps: returns, loss, Q, the return "
+                             "distributions' spread, evaluations and speed.")
     args = parser.parse_args(argv)
 
     try:
         if args.episodes <= 0 or args.window <= 0:
             raise ScoreError(f"--episodes={args.episodes} --window={args.window}: both must be positive")
+        if args.per is not None and args.per <= 0:
+            raise ScoreError(f"--per={args.per}: the window must be a positive number of env steps")
         env_id, episodes = read_run(args.logdir, log_hint=False)
         if not episodes:
             raise ScoreError(f"{args.logdir}: its episodes.csv holds no finished episode yet")
+        metrics = read_metrics(args.logdir) if args.per else None
     except ScoreError as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
         return 2
@@ -108,6 +176,8 @@ def main(argv=None) -> int:
             seconds = "" if math.isnan(reached[2]) else f", {reached[2]:.1f} s of training"
             print(f"  {args.window} consecutive episodes first averaged {args.target:g} at {int(reached[0]):,} env "
                   f"steps{seconds}")
+    if metrics is not None:
+        print(window_table(by_windows(episodes, metrics, args.per)))
     return 0
 
 

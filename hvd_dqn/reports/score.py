@@ -2,7 +2,7 @@
 
     .venv/bin/python -m hvd_dqn.reports.score results/minatar_breakout                  # the last 100 episodes
     .venv/bin/python -m hvd_dqn.reports.score runs/cp --target=475 --window=100         # when it was solved
-    .venv/bin/python -m hvd_dqn.reports.score results/atari/pong_qrdqn_seed0 --per=100000  # how it learnt
+    .venv/bin/python -m hvd_dqn.reports.score results/atari/breakout_qrdqn_seed0 --per=100000  # how it learnt
 
 Prints the mean training return of the last --episodes episodes (ordered by the env step each ended at, over
 all ranks) with its standard error (the sample standard deviation over sqrt(episodes)): the figure the README's
@@ -130,8 +130,12 @@ def window_table(rows) -> str:
 
 def read_metrics(logdir: str) -> dict:
     """metrics.csv's env_steps and WINDOW_METRICS columns (NaN where not logged, or not a column of this run)."""
+    from hvd_dqn.logdir import storage
     from hvd_dqn.reports.curves import CurveError, _read_columns
 
+    if storage.is_remote(logdir):
+        raise ScoreError(f"{logdir}: --per reads metrics.csv from a local folder; copy the run's metrics.csv, "
+                         "episodes.csv and config.json to one first")
     path = os.path.join(logdir, "metrics.csv")
     try:
         columns = _read_columns(path, ("env_steps",))

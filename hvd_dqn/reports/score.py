@@ -161,10 +161,10 @@ def main(argv=None) -> int:
             raise ScoreError(f"--episodes={args.episodes} --window={args.window}: both must be positive")
         if args.per is not None and args.per <= 0:
             raise ScoreError(f"--per={args.per}: the window must be a positive number of env steps")
+        metrics = read_metrics(args.logdir) if args.per else None  # first: it refuses a remote logdir unfetched
         env_id, episodes = read_run(args.logdir, log_hint=False)
         if not episodes:
             raise ScoreError(f"{args.logdir}: its episodes.csv holds no finished episode yet")
-        metrics = read_metrics(args.logdir) if args.per else None
     except ScoreError as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
         return 2

@@ -10,6 +10,7 @@ AWS_ENDPOINT_URL for S3-compatible stores such as MinIO or Ceph).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
 import shutil
@@ -60,6 +61,18 @@ def describe(error: BaseException) -> str:
     return text[:300]
 
 
+@contextlib.contextmanager
+def _store_errors(message: str):
+    """Turns any failure of the store inside the block into a StorageError of `message` and its reason. Any,
+    because s3fs and gcsfs raise OSError subclasses but botocore raises its own (NoCredentialsError)."""
+    try:
+        yield
+    except StorageError:
+        raise
+    except Exception as error:
+        raise StorageError(f"{message} ({describe(error)})") from None
+
+
 def join(url: str, *parts: str) -> str:
     return "/".join([url.rstrip("/"), *parts])
 
@@ -67,13 +80,11 @@ def join(url: str, *parts: str) -> str:
 def complete_checkpoints(url: str) -> List[str]:
     """URLs of the complete checkpoints under object-store logdir `url`, oldest first."""
     fs, root = open_store(url)
-    try:
+    with _store_errors(f"{url}: cannot list its checkpoints"):
         entries = fs.ls(f"{root}/checkpoints", detail=False) if fs.exists(f"{root}/checkpoints") else []
         names = sorted(os.path.basename(entry.rstrip("/")) for entry in entries)
         return [join(url, "checkpoints", name) for name in names
                 if checkpoint_name_matches(name) and fs.exists(f"{root}/checkpoints/{name}/{COMPLETE_MARKER}")]
-    except (OSError, PermissionError) as error:
-        raise StorageError(f"{url}: cannot list its checkpoints ({describe(error)})") from None
 
 
 def fetch_checkpoint(url: str, local_root: str) -> str:
@@ -85,16 +96,17 @@ def fetch_checkpoint(url: str, local_root: str) -> str:
     shutil.rmtree(local, ignore_errors=True)
     os.makedirs(local)
     try:
-        names = sorted(os.path.basename(entry) for entry in fs.ls(root, detail=False))
-        for name in names:
-            if name == COMPLETE_MARKER or name.startswith("replay-rank"):
-                continue
-            fs.get_file(f"{root}/{name}", os.path.join(local, name))
-        if COMPLETE_MARKER in names:
-            fs.get_file(f"{root}/{COMPLETE_MARKER}", os.path.join(local, COMPLETE_MARKER))
-    except (OSError, PermissionError) as error:
-        shutil.rmtree(local, ignore_errors=True)
-        raise StorageError(f"{url}: cannot read it ({describe(error)})") from None
+        with _store_errors(f"{url}: cannot read it"):
+            names = sorted(os.path.basename(entry) for entry in fs.ls(root, detail=False))
+            for name in names:
+                if name == COMPLETE_MARKER or name.startswith("replay-rank"):
+                    continue
+                fs.get_file(f"{root}/{name}", os.path.join(local, name))
+            if COMPLETE_MARKER in names:
+                fs.get_file(f"{root}/{COMPLETE_MARKER}", os.path.join(local, COMPLETE_MARKER))
+    except StorageError:
+        shutil.rmtree(local, ignore_errors=True)  # no partial copy left to be taken for a checkpoint
+        raise
     return local
 
 
@@ -102,15 +114,13 @@ def fetch_files(url: str, names: Sequence[str], local_dir: str) -> List[str]:
     """Copies the files `names` of object-store logdir `url` that exist into `local_dir`; returns their names."""
     fs, root = open_store(url)
     fetched = []
-    try:
+    with _store_errors(f"{url}: cannot read it"):
         if not fs.exists(root):
             raise StorageError(f"{url}: no such logdir (nothing stored under it)")
         for name in names:
             if fs.exists(f"{root}/{name}"):
                 fs.get_file(f"{root}/{name}", os.path.join(local_dir, name))
                 fetched.append(name)
-    except (OSError, PermissionError) as error:
-        raise StorageError(f"{url}: cannot read it ({describe(error)})") from None
     return fetched
 
 
@@ -126,11 +136,9 @@ def check_writable(url: str) -> None:
     store is one line at start-up rather than a failure at the first checkpoint."""
     fs, root = open_store(url)
     probe = f"{root}/.write-probe-{os.getpid()}"
-    try:
+    with _store_errors(f"{url}: cannot write there"):
         fs.pipe_file(probe, b"ok")
         fs.rm_file(probe)
-    except Exception as error:  # s3fs and gcsfs raise OSError subclasses, botocore its own (NoCredentialsError)
-        raise StorageError(f"{url}: cannot write there ({describe(error)})") from None
 
 
 class LogdirMirror:
@@ -152,10 +160,8 @@ class LogdirMirror:
         return "/".join([self.root, *parts])
 
     def _do(self, what: str, operation, *args):
-        try:
+        with _store_errors(f"{self.url}: cannot {what}"):
             return operation(*args)
-        except Exception as error:  # s3fs and gcsfs raise OSError subclasses, botocore its own
-            raise StorageError(f"{self.url}: cannot {what} ({describe(error)})") from None
 
     # --- logs ------------------------------------------------------------------------------------------
     def upload_logs(self) -> None:

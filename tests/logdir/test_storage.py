@@ -135,17 +135,43 @@ def test_a_stored_run_exports_and_plots(stored_run, tmp_path):
     assert (tmp_path / "curve.png").stat().st_size > 0
 
 
-def test_missing_bucket_run_or_credentials_are_one_line(stored_run, tmp_path):
+def _without_aws_credentials(monkeypatch, tmp_path):
+    """This process and its subprocesses find no AWS credentials anywhere (and do not wait for an
+    instance-metadata service to say so)."""
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+
+
+def _last_error_line(result) -> str:
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    return result.stderr.strip().splitlines()[-1]
+
+
+def test_missing_bucket_run_or_credentials_are_one_line(stored_run, tmp_path, monkeypatch):
     _, url = stored_run
     cases = [
-        ("s3://no-such-bucket-here/runs/x", {}, "--logdir=s3://no-such-bucket-here/runs/x: no complete checkpoint"),
-        (f"{url}-never-written", {}, f"--logdir={url}-never-written: no complete checkpoint under "
-                                     f"{url}-never-written/checkpoints"),
+        ("s3://no-such-bucket-here/runs/x", "--logdir=s3://no-such-bucket-here/runs/x: no complete checkpoint"),
+        (f"{url}-never-written", f"--logdir={url}-never-written: no complete checkpoint under "
+                                 f"{url}-never-written/checkpoints"),
     ]
-    for logdir, _, message in cases:
+    for logdir, message in cases:
         result = python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=2"], timeout=120, check=False)
-        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
-        assert result.stderr.strip().splitlines()[-1].startswith(f"hvd_dqn.evaluate: error: {message}"), result.stderr
+        assert result.returncode == 2, result.stderr
+        assert _last_error_line(result).startswith(f"hvd_dqn.evaluate: error: {message}"), result.stderr
+
+    # The readers of a stored run, without credentials: botocore's own error, named in one line by each.
+    _without_aws_credentials(monkeypatch, tmp_path)
+    reason = "(Unable to locate credentials)"
+    evaluate = python_module("hvd_dqn.evaluate", [f"--logdir={url}", "--episodes=2"], timeout=120, check=False)
+    assert _last_error_line(evaluate) == (
+        f"hvd_dqn.evaluate: error: --logdir={url}: cannot list its checkpoints {reason}")
+    for module, args in (("hvd_dqn.reports.curves", [f"run={url}", f"--out={tmp_path / 'curve.png'}"]),
+                         ("hvd_dqn.reports.score", [url])):
+        result = run([PYTHON, "-m", module, *args], timeout=120, check=False)
+        assert _last_error_line(result).endswith(f"{url}: cannot read it {reason}"), (module, result.stderr[-3000:])
 
 
 # Two ranks, one update per env step of each rank from 1,000 transitions per rank, no stop rule (as in
@@ -216,11 +242,7 @@ def test_training_into_a_missing_bucket_or_without_credentials_is_one_line(s3_se
 
     assert error_line("s3://no-such-bucket-here/run").startswith(
         "hvd_dqn.train: error: --logdir=s3://no-such-bucket-here/run: cannot write there (")
-    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no waiting for an instance-metadata service
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    _without_aws_credentials(monkeypatch, tmp_path)
     assert error_line(f"{s3_server}/run-without-credentials") == (
         f"hvd_dqn.train: error: --logdir={s3_server}/run-without-credentials: cannot write there (Unable to locate "
         "credentials)")

@@ -129,18 +129,25 @@ def window_table(rows) -> str:
 
 
 def read_metrics(logdir: str) -> dict:
-    """metrics.csv's env_steps and WINDOW_METRICS columns (NaN where not logged, or not a column of this run)."""
+    """metrics.csv's env_steps and WINDOW_METRICS columns (NaN where not logged, or not a column of this run), from a
+    local logdir or a copy of an object-store one's."""
     from hvd_dqn.logdir import storage
     from hvd_dqn.reports.curves import CurveError, _read_columns
 
-    if storage.is_remote(logdir):
-        raise ScoreError(f"{logdir}: --per reads metrics.csv from a local folder; copy the run's metrics.csv, "
-                         "episodes.csv and config.json to one first")
-    path = os.path.join(logdir, "metrics.csv")
+    path = shown = os.path.join(logdir, "metrics.csv")
+    if storage.is_remote(logdir):  # read from a local copy, named by its URL in any message
+        local = storage.scratch_folder("hvd_dqn_metrics_")
+        try:
+            if not storage.fetch_files(logdir, ("metrics.csv",), local):
+                raise ScoreError(f"{logdir}: no metrics.csv (is it a hvd_dqn.train --logdir that has logged at "
+                                 "least once?)")
+        except storage.StorageError as error:
+            raise ScoreError(str(error)) from None
+        path, shown = os.path.join(local, "metrics.csv"), storage.join(logdir, "metrics.csv")
     try:
         columns = _read_columns(path, ("env_steps",))
     except CurveError as error:
-        raise ScoreError(str(error)) from None
+        raise ScoreError(str(error).replace(path, shown)) from None
     return {**columns, **_read_columns(path, WINDOW_METRICS, optional=True)}
 
 
@@ -161,7 +168,7 @@ def main(argv=None) -> int:
             raise ScoreError(f"--episodes={args.episodes} --window={args.window}: both must be positive")
         if args.per is not None and args.per <= 0:
             raise ScoreError(f"--per={args.per}: the window must be a positive number of env steps")
-        metrics = read_metrics(args.logdir) if args.per else None  # first: it refuses a remote logdir unfetched
+        metrics = read_metrics(args.logdir) if args.per else None
         env_id, episodes = read_run(args.logdir, log_hint=False)
         if not episodes:
             raise ScoreError(f"{args.logdir}: its episodes.csv holds no finished episode yet")

@@ -133,6 +133,10 @@ def test_a_stored_run_exports_and_plots(stored_run, tmp_path):
     run([PYTHON, "-m", "hvd_dqn.reports.curves", f"cartpole={url}", f"--out={tmp_path / 'curve.png'}",
          "--window=5"], timeout=120)
     assert (tmp_path / "curve.png").stat().st_size > 0
+    remote, here = (run([PYTHON, "-m", "hvd_dqn.reports.score", logdir, "--per=500"], timeout=120).stdout.splitlines()
+                    for logdir in (url, local))
+    assert remote[0].startswith(f"{url}: CartPole-v1,") and remote[1:] == here[1:]  # the same score and windows
+    assert len(here) == 1 + 2 + 4 and here[3].startswith("| 0-500 |"), here  # 2,000 env steps by 500
 
 
 def _without_aws_credentials(monkeypatch, tmp_path):

@@ -110,6 +110,19 @@ def update_costs(presets, seconds: float, rounds: int, seed: int = 0) -> dict:
     return results
 
 
+def dqn_counterpart(config):
+    """The update the hardware profiles measure (online and target forward, Huber loss, Adam): DQN's on `config`'s
+    network, batch, memory and optimizer, without double DQN, dueling heads or noisy layers."""
+    return dataclasses.replace(config, agent="dqn", double_dqn=False, dueling=False, noisy_nets=False)
+
+
+def cost_over_dqn(config, seconds: float = 2.0, rounds: int = 3) -> float:
+    """How many times the time of its DQN counterpart's update `config`'s agent's update takes on one core here,
+    timed side by side in alternating rounds (the caller has initialised Horovod, one thread each way)."""
+    costs = update_costs([("dqn", dqn_counterpart(config)), ("agent", config)], seconds, rounds)
+    return costs["agent"]["cost_vs_first"]
+
+
 def format_table(results: dict, seconds: float, rounds: int) -> str:
     lines = [f"hvd_dqn update costs, one core's worth of threads, {os.cpu_count()} cores here; median of {rounds} "
              f"alternating rounds of {seconds:g} s",

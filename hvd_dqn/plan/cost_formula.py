@@ -77,17 +77,20 @@ def _speedups(rows: List[dict]) -> List[dict]:
 
 
 def update_with_exchange_ms(profile, batch_size: int, observation_bytes: int, sync_ms: float,
-                            updates_per_call: float, draw_ahead: bool) -> float:
-    """One DQN update of a GPU rank with its exchange, on average, in ms. The minibatch is drawn from the host
+                            updates_per_call: float, draw_ahead: bool, update_cost_ratio: float = 1.0) -> float:
+    """One update of a GPU rank with its exchange, on average, in ms: DQN's, or another replay agent's doing
+    `update_cost_ratio` times its arithmetic (gpu_costs.agent_extra_ms). The minibatch is drawn from the host
     replay on the sampler thread while the update before it runs (and its exchange): the draws of an env step's
     later updates always; its first too with --draw_ahead, where every env step makes an update due (drawn
     during the step before's last update), and else in line."""
-    from hvd_dqn.plan.gpu_costs import gather_ms, table_value
+    from hvd_dqn.plan.gpu_costs import agent_extra_ms, gather_ms, table_value
     from hvd_dqn.plan.hardware_profiles import ProfileError
 
     if not profile.update_host_ms:
         raise ProfileError(f"profile {profile.name!r} has no DQN update figures (update_host_ms)")
     step = table_value(profile.update_host_ms, batch_size, "proportional") + sync_ms  # update, copy, exchange
+    if update_cost_ratio != 1.0:
+        step += agent_extra_ms(profile, batch_size, update_cost_ratio)
     draw = gather_ms(profile, 2 * batch_size * observation_bytes)
     if draw_ahead and updates_per_call >= 1:
         return max(draw, step)
@@ -98,8 +101,9 @@ def update_with_exchange_ms(profile, batch_size: int, observation_bytes: int, sy
 
 def paper_rows(profile, gradient_bytes: int, observation_bytes: int, batch_size: int, train_frequency: int,
                envs_per_gpu: int, layouts=((1, 1), (1, 8), (4, 8)), modes=("updates", "batch"),
-               overlap: bool = True, draw_ahead: bool = True) -> List[dict]:
-    """Predicted env steps/s of DQN jobs on `profile`'s GPUs laid out as (nodes, GPUs
+               overlap: bool = True, draw_ahead: bool = True, update_cost_ratio: float = 1.0) -> List[dict]:
+    """Predicted env steps/s of DQN jobs (or of another replay agent's, its update `update_cost_ratio` times
+    DQN's arithmetic) on `profile`'s GPUs laid out as (nodes, GPUs
     per node), each GPU stepping `envs_per_gpu` envs, in each rank-scaling mode. Per update a GPU rank acts for
     its env steps per update (gpu_costs.acting_ms per vector step) and learns (update_with_exchange_ms);
     with `overlap` (--pipeline) the two run side by side. Below the smallest batch measured the update costs
@@ -115,7 +119,8 @@ def paper_rows(profile, gradient_bytes: int, observation_bytes: int, batch_size:
             shape = rank_shape(mode, envs_per_gpu * workers, batch_size, train_frequency, workers)
             acting = acting_ms(profile, shape.num_envs) / shape.num_envs * shape.env_steps_per_update
             learning = update_with_exchange_ms(profile, shape.batch_size, observation_bytes, 1000 * sync,
-                                               shape.num_envs / shape.env_steps_per_update, draw_ahead)
+                                               shape.num_envs / shape.env_steps_per_update, draw_ahead,
+                                               update_cost_ratio)
             per_update = max(acting, learning) if overlap else acting + learning
             rate = 1000.0 * workers * shape.env_steps_per_update / per_update
             rows.append(dict(nodes=nodes, gpus_per_node=per_node, workers=workers, rank_scaling=mode,

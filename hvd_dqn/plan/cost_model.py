@@ -15,7 +15,9 @@ prediction's error; with --study, a time study's JSON, it predicts the seconds t
 env steps each worker count took there and sets them beside the measured ones. With --paper it prints the same
 formula's figures for GPU nodes and clusters from a hardware profile instead (--profile: a built-in one such as
 h200-16core, or the file `python -m hvd_dqn.plan.calibrate` writes on the user's machine), every figure with its
-source, beside the profile's own measured loops and the model's error on them.
+source, beside the profile's own measured loops and the model's error on them. A profile measures DQN's update;
+QR-DQN's, C51's and IQN's are DQN's with the arithmetic they do beyond it (--update_cost_ratio, or else timed
+here against their DQN counterpart on one core) at the full device's cost per sample.
 """
 from __future__ import annotations
 
@@ -279,6 +281,10 @@ def main(argv=None) -> int:
     parser.add_argument("--envs_per_gpu", type=int, default=None,
                         help="With --paper: envs each GPU steps (default: the preset's --num_envs, per GPU).")
     parser.add_argument("--env_steps", type=int, default=PAPER_ENV_STEPS, help="With --paper: the run's length.")
+    parser.add_argument("--update_cost_ratio", type=float, default=None,
+                        help="With --paper, for a replay agent other than DQN: how many times DQN's arithmetic its "
+                             "update does (python -m hvd_dqn.measure.update_costs's 'vs first' against a DQN "
+                             "preset); by default measured here on one core.")
     parser.add_argument("--env_steps_to_score", nargs=3, action="append", metavar=("RANKS", "ENV_STEPS", "SOURCE"),
                         help="With --paper, once per rank count (1 among them): the env steps a run with RANKS ranks "
                              "needed for the score and where that figure comes from (a study, or a prediction "
@@ -300,6 +306,12 @@ def main(argv=None) -> int:
             raise BenchmarkError("--agent=pqn: this machine's costs are measured for DQN's update (a "
                                  "replay minibatch every --train_frequency env steps); for PQN, --paper predicts "
                                  "GPUs and hvd_dqn.measure.benchmark_workers measures workers here")
+        if args.update_cost_ratio is not None and not (args.paper and learns_from_replay(config)):
+            raise BenchmarkError(f"--update_cost_ratio={args.update_cost_ratio:g}: only with --paper for an agent "
+                                 "that learns from a replay memory (PQN's update is measured apart)")
+        if args.update_cost_ratio is not None and not 0 < args.update_cost_ratio < float("inf"):
+            raise BenchmarkError(f"--update_cost_ratio={args.update_cost_ratio:g}: must be a positive number (the "
+                                 "agent's update over DQN's)")
         if args.envs_per_gpu is not None and args.envs_per_gpu <= 0:
             raise BenchmarkError(f"--envs_per_gpu={args.envs_per_gpu}: must be a positive number of envs")
         if args.paper:

@@ -4,7 +4,7 @@ preset: the rows for each layout of nodes and GPUs, their hours to a score when 
 and the profile's own measured loops beside the model."""
 from __future__ import annotations
 
-from hvd_dqn.agent.factory import acts_ahead, learns_from_replay
+from hvd_dqn.agent.factory import acts_ahead, agent_entry, learns_from_replay
 from hvd_dqn.plan import cost_formula, gpu_costs, hardware_profiles
 from hvd_dqn.measure.benchmark_workers import BenchmarkError
 
@@ -33,6 +33,8 @@ def paper(config, args) -> dict:
         profile = hardware_profiles.load_profile(args.profile)
     except hardware_profiles.ProfileError as error:
         raise BenchmarkError(str(error)) from None
+    if learns_from_replay(config):  # first: measuring it sets TensorFlow's threads, before any network is built
+        ratio, ratio_source = update_cost_ratio(config, args.update_cost_ratio)
     spec = probe_spec(config)
     network = online_network(config, spec)
     gradient_bytes = 4 * int(network.count_params())
@@ -57,14 +59,34 @@ def paper(config, args) -> dict:
             draw_ahead = draws_ahead(config, update_on_gpu=True)  # --draw_ahead=auto is on with a GPU
             rows = cost_formula.paper_rows(profile, gradient_bytes, observation_bytes, config.batch_size,
                                            config.train_frequency, envs_per_gpu, layouts, overlap=overlap,
-                                           draw_ahead=draw_ahead)
-            report.update(agent="dqn", rank_scaling=config.rank_scaling, rows=rows, overlap=overlap,
-                          draw_ahead=draw_ahead)
+                                           draw_ahead=draw_ahead, update_cost_ratio=ratio)
+            report.update(agent=config.agent, agent_title=agent_entry(config).title,
+                          rank_scaling=config.rank_scaling, rows=rows, overlap=overlap, draw_ahead=draw_ahead,
+                          update_cost_ratio=round(ratio, 3), update_cost_ratio_source=ratio_source)
     except (cost_formula.ShapeError, hardware_profiles.ProfileError) as error:
         raise BenchmarkError(str(error)) from None
     cost_formula.add_hours(rows, args.env_steps)
     with_time_to_score(rows, args, report["rank_scaling"])
     return report
+
+
+def update_cost_ratio(config, given):
+    """(how many times DQN's arithmetic the preset's update does, where that figure comes from). DQN's is 1: the
+    profiles measure its update. Another replay agent's is `given` (--update_cost_ratio), or else measured here:
+    its update against its DQN counterpart's on one CPU core, side by side (a CPU at a batch of 32 is bound by
+    arithmetic, so the ratio of times is that of the work; a GPU's fixed costs are in DQN's measured figures)."""
+    from hvd_dqn.measure.update_costs import cost_over_dqn
+    from hvd_dqn.run import horovod_setup
+
+    title = agent_entry(config).title
+    if config.agent == "dqn" and given is None:
+        return 1.0, "DQN's own update, as the profile measured it"
+    if given is not None:
+        return given, f"--update_cost_ratio={given:g}"
+    horovod_setup.init_horovod(intra_op_threads=1, inter_op_threads=1)
+    ratio = cost_over_dqn(config)
+    return ratio, (f"measured here: {title}'s update took {ratio:.2f}x its DQN counterpart's (the same network, "
+                   f"batch {config.batch_size} and optimizer) on one CPU core, in alternating rounds")
 
 
 def parse_layouts(text: str):
@@ -81,12 +103,16 @@ def parse_layouts(text: str):
 def print_paper(report: dict) -> None:
     profile = hardware_profiles.profile_from_json(report["profile"], "the report")  # its own JSON, read back
     how = ("PQN, every GPU with the preset's rollout and minibatches (--counts_per_rank), nothing overlapped"
-           if report["agent"] == "pqn" else "DQN, acting " + ("overlapped with" if report["overlap"] else
-                                                             "then") + " learning (--pipeline), minibatches "
+           if report["agent"] == "pqn" else report["agent_title"] + ", acting "
+           + ("overlapped with" if report["overlap"] else "then") + " learning (--pipeline), minibatches "
            + ("drawn ahead" if report["draw_ahead"] else "drawn in line at each env step") + " (--draw_ahead)")
     print(f"{PROGRAM}: on paper (a prediction from measured parts, not a measurement), profile {profile.name}, "
           f"{report['gradient_bytes'] / 1e6:.1f} MB of gradients per update, {report['envs_per_gpu']} envs per GPU, "
           f"{how}, {report['env_steps']:,} env steps")
+    if report["agent"] != "pqn" and report["update_cost_ratio"] != 1.0:
+        print(f"  its update: DQN's measured one and {report['update_cost_ratio'] - 1:.2f} times its arithmetic more "
+              f"at the full device's cost per sample; the ratio {report['update_cost_ratio']:.2f}x is "
+              f"{report['update_cost_ratio_source']}")
     print(f"  {'nodes x GPUs':>12} {'mode':>15} {'sync ms':>8} {'env steps/s':>12} {'speed-up':>9} {'hours':>7}")
     for row in report["rows"]:
         print(f"  {row['nodes']:>6} x {row['gpus_per_node']:<3} {row['rank_scaling']:>15} {row['sync_ms']:>8.3f} "

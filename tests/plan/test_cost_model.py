@@ -94,6 +94,40 @@ def test_one_gpus_row_is_the_profiles_parts_added_by_hand():
     assert gpu_costs.table_value({32: 1.0, 128: 4.0}, 256, "flat") == 4.0
 
 
+def test_another_agents_update_is_dqns_and_its_extra_arithmetic_at_the_full_devices_cost_per_sample():
+    profile = hardware_profiles.H200_16CORE
+    per_sample = (2.59 - 1.45) / (2048 - 1024)  # the H200's DQN update, batch on the device, 1,024 to 2,048
+    assert gpu_costs.device_ms_per_sample(profile) == pytest.approx(per_sample)
+    assert gpu_costs.agent_extra_ms(profile, 32, 15.9) == pytest.approx(14.9 * 32 * per_sample)  # about 0.53 ms
+    assert gpu_costs.agent_extra_ms(profile, 32, 0.9) == 0.0  # no cheaper than DQN's launches, copy and gather
+    rows = {ratio: cost_formula.paper_rows(profile, 16_181_904, 28_224, 32, 4, 4, layouts=((1, 1),),
+                                           modes=("batch",), overlap=False, draw_ahead=False,
+                                           update_cost_ratio=ratio)[0] for ratio in (1.0, 15.9)}
+    assert rows[15.9]["learn_ms"] == pytest.approx(rows[1.0]["learn_ms"] + 14.9 * 32 * per_sample, abs=2e-3)
+    assert rows[15.9]["env_steps_per_s"] < rows[1.0]["env_steps_per_s"]
+    with pytest.raises(hardware_profiles.ProfileError, match="'gtx1080-2016' has fewer than two DQN update figures"):
+        cost_formula.paper_rows(hardware_profiles.GTX1080_2016, 16_181_904, 28_224, 32, 4, 1, update_cost_ratio=2.0)
+
+
+def test_the_paper_table_of_another_agent_gives_its_update_ratio_and_where_it_comes_from(tmp_path):
+    def paper(preset, *more):
+        report = tmp_path / f"{preset}.json"
+        result = python_module("hvd_dqn.plan.cost_model", [f"--flagfile={REPO / 'configs' / preset}", "--paper",
+                                                           "--layouts=1x1", f"--json={report}", *more], timeout=300)
+        return result.stdout, json.loads(report.read_text())
+
+    _, dqn = paper("breakout_dopamine.flags")
+    stdout, iqn = paper("breakout_iqn.flags", "--update_cost_ratio=15.9")
+    assert (dqn["update_cost_ratio"], iqn["update_cost_ratio"]) == (1.0, 15.9)
+    assert iqn["update_cost_ratio_source"] == "--update_cost_ratio=15.9" and "IQN, acting" in stdout
+    assert "the ratio 15.90x is --update_cost_ratio=15.9" in stdout
+    assert iqn["rows"][0]["learn_ms"] > dqn["rows"][0]["learn_ms"]
+    # Without the figure, the command times the agent's update against its DQN counterpart's here.
+    stdout, qrdqn = paper("cartpole_qrdqn.flags")
+    assert qrdqn["update_cost_ratio_source"].startswith("measured here: QR-DQN's update took ")
+    assert 0 < qrdqn["update_cost_ratio"] < 100 and "measured here" in stdout
+
+
 def test_drawing_ahead_hides_the_gather_behind_the_update_and_its_exchange():
     profile = hardware_profiles.H200_16CORE
     gather = 32 * 2 * 28_224 * profile.host_gather_ns_per_byte * 1e-6
@@ -270,6 +304,9 @@ def test_the_paper_table_prints_every_assumption(tmp_path):
      "--workers=1,2: --rank_scaling=updates: --batch_size=127 (the global batch) must split evenly over the 2 ranks"),
     (["--rounds=0"], "--round_seconds, --rounds, --validate_rounds and --measure_env_steps must be positive"),
     (["--study=/nonexistent/study.json"], "--study=/nonexistent/study.json: cannot read it"),
+    (["--update_cost_ratio=2"], "--update_cost_ratio=2: only with --paper for an agent that learns from a replay "
+                                "memory"),
+    (["--paper", "--update_cost_ratio=0"], "--update_cost_ratio=0: must be a positive number"),
     (["--", "--mixed_precision"], "--mixed_precision: its loss-scaled update always averages the gradients across "
                                   "ranks, so the update without its exchange (t_sync) cannot be timed beside it"),
 ])

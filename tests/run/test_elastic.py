@@ -161,9 +161,14 @@ def test_training_survives_a_worker_killed_mid_run(tmp_path, killed_rank, acting
     # Learning is under way at 6,000 env steps (updates from 2,000 on).
     _, logdir, commit_env_steps, commit_updates = _kill_mid_run(tmp_path, killed_rank, r"env steps 6,000/",
                                                                 f"--total_env_steps={total}", *acting)
+    _survivor_finished_on_dqns_schedule(tmp_path, logdir, commit_env_steps, commit_updates, total)
+
+
+def _survivor_finished_on_dqns_schedule(tmp_path, logdir, commit_env_steps, commit_updates, total):
+    """Nothing lost or counted twice: two ranks made 4 updates per 8 env steps from 2,000 env steps on (the first
+    4 when the memories reached 1,000 each) to the commit at or after 6,000; the survivor, its memory full, 4
+    updates per 4 env steps after it to the budget, as one rank; and its final checkpoint plays."""
     assert 6_000 <= commit_env_steps < total
-    # Nothing lost or counted twice: two ranks made 4 updates per 8 env steps from 2,000 env steps on (the first
-    # 4 when the memories reached 1,000 each); the survivor, its memory full, 4 updates per 4 env steps after.
     assert commit_updates == 4 + (commit_env_steps - 2_000) // 2
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
     assert final["env_steps"] == total and final["world_size"] == 1
@@ -182,12 +187,7 @@ def test_a_distributional_agent_survives_a_worker_killed_under_mixed_precision(t
     _, logdir, commit_env_steps, commit_updates = _kill_mid_run(tmp_path, 1, r"env steps 6,000/",
                                                                 f"--total_env_steps={total}", "--mixed_precision",
                                                                 preset=preset)
-    assert 6_000 <= commit_env_steps < total
-    assert commit_updates == 4 + (commit_env_steps - 2_000) // 2
-    final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
-    assert final["env_steps"] == total and final["world_size"] == 1
-    assert final["updates"] == commit_updates + (total - commit_env_steps)
-    _final_checkpoint_plays(tmp_path, logdir, total)
+    _survivor_finished_on_dqns_schedule(tmp_path, logdir, commit_env_steps, commit_updates, total)
 
 
 def test_pqn_survives_a_worker_killed_mid_rollout(tmp_path):

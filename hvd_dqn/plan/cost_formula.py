@@ -30,6 +30,7 @@ measure per worker count, over the rate.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Dict, List, Optional, Tuple
 
@@ -99,16 +100,25 @@ def update_with_exchange_ms(profile, batch_size: int, observation_bytes: int, sy
     return (draw + (updates_per_call - 1) * max(draw, step) + step) / updates_per_call
 
 
+@dataclasses.dataclass(frozen=True)
+class GpuLearning:
+    """How a GPU rank of a replay agent learns: acting overlapped with learning (`overlap`, --pipeline), the
+    minibatches drawn ahead of their updates (`draw_ahead`, --draw_ahead), and how many times DQN's arithmetic
+    the agent's update does (`update_cost_ratio`; 1 for DQN, whose update the profiles measure)."""
+    overlap: bool = True
+    draw_ahead: bool = True
+    update_cost_ratio: float = 1.0
+
+
 def paper_rows(profile, gradient_bytes: int, observation_bytes: int, batch_size: int, train_frequency: int,
                envs_per_gpu: int, layouts=((1, 1), (1, 8), (4, 8)), modes=("updates", "batch"),
-               overlap: bool = True, draw_ahead: bool = True, update_cost_ratio: float = 1.0) -> List[dict]:
-    """Predicted env steps/s of DQN jobs (or of another replay agent's, its update `update_cost_ratio` times
-    DQN's arithmetic) on `profile`'s GPUs laid out as (nodes, GPUs
+               learning: GpuLearning = GpuLearning()) -> List[dict]:
+    """Predicted env steps/s of a replay agent's jobs on `profile`'s GPUs laid out as (nodes, GPUs
     per node), each GPU stepping `envs_per_gpu` envs, in each rank-scaling mode. Per update a GPU rank acts for
     its env steps per update (gpu_costs.acting_ms per vector step) and learns (update_with_exchange_ms);
-    with `overlap` (--pipeline) the two run side by side. Below the smallest batch measured the update costs
-    what that batch does (a small batch does not fill a GPU), so under `updates` a GPU drawing 32/N pays what
-    one drawing 32 does."""
+    with `learning.overlap` (--pipeline) the two run side by side. Below the smallest batch measured the update
+    costs what that batch does (a small batch does not fill a GPU), so under `updates` a GPU drawing 32/N pays
+    what one drawing 32 does."""
     from hvd_dqn.plan.gpu_costs import acting_ms
 
     rows = []
@@ -118,14 +128,14 @@ def paper_rows(profile, gradient_bytes: int, observation_bytes: int, batch_size:
         for mode in modes:  # each GPU its own envs; under `updates` the job keeps one GPU's batch and ratio
             shape = rank_shape(mode, envs_per_gpu * workers, batch_size, train_frequency, workers)
             acting = acting_ms(profile, shape.num_envs) / shape.num_envs * shape.env_steps_per_update
-            learning = update_with_exchange_ms(profile, shape.batch_size, observation_bytes, 1000 * sync,
-                                               shape.num_envs / shape.env_steps_per_update, draw_ahead,
-                                               update_cost_ratio)
-            per_update = max(acting, learning) if overlap else acting + learning
+            learning_ms = update_with_exchange_ms(profile, shape.batch_size, observation_bytes, 1000 * sync,
+                                                  shape.num_envs / shape.env_steps_per_update, learning.draw_ahead,
+                                                  learning.update_cost_ratio)
+            per_update = max(acting, learning_ms) if learning.overlap else acting + learning_ms
             rate = 1000.0 * workers * shape.env_steps_per_update / per_update
             rows.append(dict(nodes=nodes, gpus_per_node=per_node, workers=workers, rank_scaling=mode,
                              envs_per_gpu=envs_per_gpu, act_ms_per_update=round(acting, 3),
-                             learn_ms=round(learning, 3), sync_ms=round(1000 * sync, 3),
+                             learn_ms=round(learning_ms, 3), sync_ms=round(1000 * sync, 3),
                              env_steps_per_s=round(rate, 1)))
     return _speedups(rows)
 

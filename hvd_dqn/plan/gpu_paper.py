@@ -4,7 +4,7 @@ preset: the rows for each layout of nodes and GPUs, their hours to a score when 
 and the profile's own measured loops beside the model."""
 from __future__ import annotations
 
-from hvd_dqn.agent.factory import acts_ahead, agent_entry, learns_from_replay
+from hvd_dqn.agent.factory import acts_ahead, agent_class, agent_entry, learns_from_replay
 from hvd_dqn.plan import cost_formula, gpu_costs, hardware_profiles
 from hvd_dqn.measure.benchmark_workers import BenchmarkError
 
@@ -58,8 +58,8 @@ def paper(config, args) -> dict:
             overlap = acts_ahead(config, steps_outside_python(config.env_id))
             draw_ahead = draws_ahead(config, update_on_gpu=True)  # --draw_ahead=auto is on with a GPU
             rows = cost_formula.paper_rows(profile, gradient_bytes, observation_bytes, config.batch_size,
-                                           config.train_frequency, envs_per_gpu, layouts, overlap=overlap,
-                                           draw_ahead=draw_ahead, update_cost_ratio=ratio)
+                                           config.train_frequency, envs_per_gpu, layouts,
+                                           learning=cost_formula.GpuLearning(overlap, draw_ahead, ratio))
             report.update(agent=config.agent, agent_title=agent_entry(config).title,
                           rank_scaling=config.rank_scaling, rows=rows, overlap=overlap, draw_ahead=draw_ahead,
                           update_cost_ratio=round(ratio, 3), update_cost_ratio_source=ratio_source)
@@ -75,11 +75,12 @@ def update_cost_ratio(config, given):
     profiles measure its update. Another replay agent's is `given` (--update_cost_ratio), or else measured here:
     its update against its DQN counterpart's on one CPU core, side by side (a CPU at a batch of 32 is bound by
     arithmetic, so the ratio of times is that of the work; a GPU's fixed costs are in DQN's measured figures)."""
+    from hvd_dqn.agent.dqn.learner import DQNLearner
     from hvd_dqn.measure.update_costs import cost_over_dqn
     from hvd_dqn.run import horovod_setup
 
     title = agent_entry(config).title
-    if config.agent == "dqn" and given is None:
+    if given is None and getattr(agent_class(config), "learner_class", None) is DQNLearner:
         return 1.0, "DQN's own update, as the profile measured it"
     if given is not None:
         return given, f"--update_cost_ratio={given:g}"

@@ -81,9 +81,9 @@ def test_one_gpus_row_is_the_profiles_parts_added_by_hand():
     assert gpu_costs.acting_ms(profile, 4) == pytest.approx(acting)
     assert gpu_costs.dqn_update_ms(profile, 32, 28_224) == pytest.approx(update)
     [in_order] = cost_formula.paper_rows(profile, 16_181_904, 28_224, 32, 4, 4, layouts=((1, 1),),
-                                         modes=("batch",), overlap=False, draw_ahead=False)
+                                         modes=("batch",), learning=cost_formula.GpuLearning(False, False))
     [overlapped] = cost_formula.paper_rows(profile, 16_181_904, 28_224, 32, 4, 4, layouts=((1, 1),),
-                                           modes=("batch",), overlap=True, draw_ahead=False)
+                                           modes=("batch",), learning=cost_formula.GpuLearning(True, False))
     assert in_order["env_steps_per_s"] == pytest.approx(4000 / (acting + update), abs=0.1)
     assert overlapped["env_steps_per_s"] == pytest.approx(4000 / max(acting, update), abs=0.1)
     # Between two sizes measured, log-log interpolation; below the smallest, the smallest's figure (launch-bound);
@@ -101,12 +101,13 @@ def test_another_agents_update_is_dqns_and_its_extra_arithmetic_at_the_full_devi
     assert gpu_costs.agent_extra_ms(profile, 32, 15.9) == pytest.approx(14.9 * 32 * per_sample)  # about 0.53 ms
     assert gpu_costs.agent_extra_ms(profile, 32, 0.9) == 0.0  # no cheaper than DQN's launches, copy and gather
     rows = {ratio: cost_formula.paper_rows(profile, 16_181_904, 28_224, 32, 4, 4, layouts=((1, 1),),
-                                           modes=("batch",), overlap=False, draw_ahead=False,
-                                           update_cost_ratio=ratio)[0] for ratio in (1.0, 15.9)}
+                                           modes=("batch",), learning=cost_formula.GpuLearning(False, False, ratio))[0]
+            for ratio in (1.0, 15.9)}
     assert rows[15.9]["learn_ms"] == pytest.approx(rows[1.0]["learn_ms"] + 14.9 * 32 * per_sample, abs=2e-3)
     assert rows[15.9]["env_steps_per_s"] < rows[1.0]["env_steps_per_s"]
     with pytest.raises(hardware_profiles.ProfileError, match="'gtx1080-2016' has fewer than two DQN update figures"):
-        cost_formula.paper_rows(hardware_profiles.GTX1080_2016, 16_181_904, 28_224, 32, 4, 1, update_cost_ratio=2.0)
+        cost_formula.paper_rows(hardware_profiles.GTX1080_2016, 16_181_904, 28_224, 32, 4, 1,
+                                learning=cost_formula.GpuLearning(update_cost_ratio=2.0))
 
 
 def test_the_paper_table_of_another_agent_gives_its_update_ratio_and_where_it_comes_from(tmp_path):
@@ -142,7 +143,8 @@ def test_drawing_ahead_hides_the_gather_behind_the_update_and_its_exchange():
         (gather + 3 * max(gather, step) + step) / 4)
     # Dopamine's preset, 4 envs per GPU: drawn in line, 8 GPUs wait on learning; drawn ahead, on their acting.
     rows = {draw_ahead: {row["workers"]: row for row in cost_formula.paper_rows(
-        profile, 16_181_904, 28_224, 32, 4, 4, modes=("batch",), draw_ahead=draw_ahead)}
+        profile, 16_181_904, 28_224, 32, 4, 4, modes=("batch",),
+        learning=cost_formula.GpuLearning(draw_ahead=draw_ahead))}
         for draw_ahead in (False, True)}
     assert rows[False][8]["learn_ms"] > rows[False][8]["act_ms_per_update"]
     assert rows[True][8]["learn_ms"] < rows[True][8]["act_ms_per_update"] and rows[True][8]["speedup"] == 8.0

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import json
 import argparse
 import os
@@ -46,22 +47,31 @@ class RunLog:
     target_return: Optional[float] = None  # the run's --stop_at_train_return, if it had one
 
 
-def load_run(logdir: str) -> RunLog:
-    """Reads a training logdir's episodes.csv, metrics.csv and config.json (a local folder, or an object-store
-    URL such as s3://bucket/runs/x, whose three files are copied to a local folder first)."""
+@functools.lru_cache(maxsize=None)
+def local_copy(logdir: str) -> str:
+    """The folder to read a run's logs from: `logdir` itself, or for an object-store URL such as
+    s3://bucket/runs/x a local folder holding copies of its episodes.csv, metrics.csv and config.json (copied
+    once per process, however many readers ask)."""
     from hvd_dqn.logdir import storage
 
-    if storage.is_remote(logdir):
-        local = storage.scratch_folder("hvd_dqn_run_")
-        try:
-            fetched = storage.fetch_files(logdir, ("episodes.csv", "metrics.csv", "config.json"), local)
-        except storage.StorageError as error:
-            raise CurveError(str(error)) from None
-        if "episodes.csv" not in fetched:
-            raise CurveError(f"{logdir}: no episodes.csv (is it a hvd_dqn.train --logdir that has logged at least "
-                             "once?)")
-        run = load_run(local)
-        return dataclasses.replace(run, logdir=logdir)
+    if not storage.is_remote(logdir):
+        return logdir
+    local = storage.scratch_folder("hvd_dqn_run_")
+    try:
+        fetched = storage.fetch_files(logdir, ("episodes.csv", "metrics.csv", "config.json"), local)
+    except storage.StorageError as error:
+        raise CurveError(str(error)) from None
+    if "episodes.csv" not in fetched:
+        raise CurveError(f"{logdir}: no episodes.csv (is it a hvd_dqn.train --logdir that has logged at least "
+                         "once?)")
+    return local
+
+
+def load_run(logdir: str) -> RunLog:
+    """Reads a training logdir's episodes.csv, metrics.csv and config.json (a local folder, or an object-store
+    URL, read from its `local_copy`)."""
+    if local_copy(logdir) != logdir:
+        return dataclasses.replace(load_run(local_copy(logdir)), logdir=logdir)
     episodes_path = os.path.join(logdir, "episodes.csv")
     if not os.path.isdir(logdir):
         raise CurveError(f"{logdir}: no such folder")

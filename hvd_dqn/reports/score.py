@@ -130,24 +130,18 @@ def window_table(rows) -> str:
 
 def read_metrics(logdir: str) -> dict:
     """metrics.csv's env_steps and WINDOW_METRICS columns (NaN where not logged, or not a column of this run), from a
-    local logdir or a copy of an object-store one's."""
-    from hvd_dqn.logdir import storage
-    from hvd_dqn.reports.curves import CurveError, _read_columns
+    local logdir or the local copy of an object-store one's (named by its URL in any message)."""
+    from hvd_dqn.reports.curves import CurveError, _read_columns, local_copy
 
-    path = shown = os.path.join(logdir, "metrics.csv")
-    if storage.is_remote(logdir):  # read from a local copy, named by its URL in any message
-        local = storage.scratch_folder("hvd_dqn_metrics_")
-        try:
-            if not storage.fetch_files(logdir, ("metrics.csv",), local):
-                raise ScoreError(f"{logdir}: no metrics.csv (is it a hvd_dqn.train --logdir that has logged at "
-                                 "least once?)")
-        except storage.StorageError as error:
-            raise ScoreError(str(error)) from None
-        path, shown = os.path.join(local, "metrics.csv"), storage.join(logdir, "metrics.csv")
+    try:
+        folder = local_copy(logdir)
+    except CurveError as error:
+        raise ScoreError(str(error)) from None
+    path = os.path.join(folder, "metrics.csv")
     try:
         columns = _read_columns(path, ("env_steps",))
     except CurveError as error:
-        raise ScoreError(str(error).replace(path, shown)) from None
+        raise ScoreError(str(error).replace(folder, logdir)) from None
     return {**columns, **_read_columns(path, WINDOW_METRICS, optional=True)}
 
 

@@ -90,7 +90,7 @@ def update_with_exchange_ms(profile, batch_size: int, observation_bytes: int, sy
     if not profile.update_host_ms:
         raise ProfileError(f"profile {profile.name!r} has no DQN update figures (update_host_ms)")
     step = table_value(profile.update_host_ms, batch_size, "proportional") + sync_ms  # update, copy, exchange
-    if update_cost_ratio != 1.0:
+    if update_cost_ratio != 1.0:  # DQN's own update needs no device figures (the GTX 1080 profile has none)
         step += agent_extra_ms(profile, batch_size, update_cost_ratio)
     draw = gather_ms(profile, 2 * batch_size * observation_bytes)
     if draw_ahead and updates_per_call >= 1:

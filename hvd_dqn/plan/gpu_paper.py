@@ -60,7 +60,7 @@ def paper(config, args) -> dict:
             rows = cost_formula.paper_rows(profile, gradient_bytes, observation_bytes, config.batch_size,
                                            config.train_frequency, envs_per_gpu, layouts,
                                            learning=cost_formula.GpuLearning(overlap, draw_ahead, ratio))
-            report.update(agent=config.agent, agent_title=agent_entry(config).title,
+            report.update(agent=agent_entry(config).name, agent_title=agent_entry(config).title,
                           rank_scaling=config.rank_scaling, rows=rows, overlap=overlap, draw_ahead=draw_ahead,
                           update_cost_ratio=round(ratio, 3), update_cost_ratio_source=ratio_source)
     except (cost_formula.ShapeError, hardware_profiles.ProfileError) as error:

@@ -60,7 +60,8 @@ def paper(config, args) -> dict:
             rows = cost_formula.paper_rows(profile, gradient_bytes, observation_bytes, config.batch_size,
                                            config.train_frequency, envs_per_gpu, layouts,
                                            learning=cost_formula.GpuLearning(overlap, draw_ahead, ratio))
-            report.update(agent=agent_entry(config).name, agent_title=agent_entry(config).title,
+            entry = agent_entry(config)
+            report.update(agent=entry.name, agent_title=entry.title,
                           rank_scaling=config.rank_scaling, rows=rows, overlap=overlap, draw_ahead=draw_ahead,
                           update_cost_ratio=round(ratio, 3), update_cost_ratio_source=ratio_source)
     except (cost_formula.ShapeError, hardware_profiles.ProfileError) as error:
@@ -79,14 +80,13 @@ def update_cost_ratio(config, given):
     from hvd_dqn.measure.update_costs import cost_over_dqn
     from hvd_dqn.run import horovod_setup
 
-    title = agent_entry(config).title
-    if given is None and getattr(agent_class(config), "learner_class", None) is DQNLearner:
-        return 1.0, "DQN's own update, as the profile measured it"
     if given is not None:
         return given, f"--update_cost_ratio={given:g}"
+    if getattr(agent_class(config), "learner_class", None) is DQNLearner:
+        return 1.0, "DQN's own update, as the profile measured it"
     horovod_setup.init_horovod(intra_op_threads=1, inter_op_threads=1)
     ratio = cost_over_dqn(config)
-    return ratio, (f"measured here: {title}'s update took {ratio:.2f}x its DQN counterpart's (the same network, "
+    return ratio, (f"measured here: {agent_entry(config).title}'s update took {ratio:.2f}x its DQN counterpart's (the same network, "
                    f"batch {config.batch_size} and optimizer) on one CPU core, in alternating rounds")
 
 

@@ -86,8 +86,9 @@ def update_cost_ratio(config, given):
         return 1.0, "DQN's own update, as the profile measured it"
     horovod_setup.init_horovod(intra_op_threads=1, inter_op_threads=1)
     ratio = cost_over_dqn(config)
-    return ratio, (f"measured here: {agent_entry(config).title}'s update took {ratio:.2f}x its DQN counterpart's (the same network, "
-                   f"batch {config.batch_size} and optimizer) on one CPU core, in alternating rounds")
+    return ratio, (f"measured here: {agent_entry(config).title}'s update took {ratio:.2f}x its DQN counterpart's "
+                   f"(the same network, batch {config.batch_size} and optimizer) on one CPU core, in alternating "
+                   "rounds")
 
 
 def parse_layouts(text: str):

@@ -4,7 +4,8 @@ replay memories and PQN's rollout.
 
 A replay memory of 1M Atari frames is about 7 GiB, most of a rank's memory. Restoring it must not hold a
 second copy: `load` reads each array's shape and type from its header first, and `copy_into` decompresses it
-straight into the memory's own array a chunk at a time, so two ranks on a 24 GiB machine can both resume."""
+into the memory's own array a chunk at a time, so two ranks on a 24 GiB machine can both resume; the chunks of
+zeros a memory not yet full saved are not written, so its unused capacity stays unmapped."""
 from __future__ import annotations
 
 import hashlib
@@ -33,16 +34,24 @@ class StoredArray:
         return array if dtype is None else array.astype(dtype)
 
     def copy_into(self, destination: np.ndarray) -> None:
-        """Decompresses the array into `destination` (the same shape and type, C-contiguous) in chunks."""
-        target = memoryview(destination.reshape(-1).view(np.uint8))
+        """Decompresses the array into `destination` (the same shape and type, C-contiguous) a chunk at a time.
+        A chunk of zeros is not written where `destination` holds zeros already: the pages a memory saved before
+        it filled never wrote stay unmapped in a fresh one, so a resume takes what the run had used, not the
+        memory's whole capacity at once."""
+        target = destination.reshape(-1).view(np.uint8)
+        buffer = np.empty(min(CHUNK_BYTES, len(target)), dtype=np.uint8)
         with self._archive.open(self._member) as stream:
             _read_header(stream)
-            done = 0
-            while done < len(target):
-                read = stream.readinto(target[done:done + CHUNK_BYTES])
-                if not read:
-                    raise ValueError(f"{self._member} ends after {done:,} of its {len(target):,} bytes")
-                done += read
+            for start in range(0, len(target), CHUNK_BYTES):
+                chunk, part = buffer[:min(CHUNK_BYTES, len(target) - start)], target[start:start + CHUNK_BYTES]
+                view, done = memoryview(chunk), 0
+                while done < len(chunk):
+                    read = stream.readinto(view[done:])
+                    if not read:
+                        raise ValueError(f"{self._member} ends after {start + done:,} of its {len(target):,} bytes")
+                    done += read
+                if chunk.any() or part.any():  # reading a page never written maps no memory; writing would
+                    part[...] = chunk
 
     def fits(self, destination: np.ndarray) -> bool:
         return (not self._fortran_order and destination.flags.c_contiguous and self.shape == destination.shape

@@ -1,5 +1,7 @@
-"""Restoring a saved memory holds no second copy of it, and a damaged shard is refused by name."""
+"""Restoring a saved memory holds no second copy of it, maps no page its saved zeros would leave unwritten, and a
+damaged shard is refused by name."""
 import tracemalloc
+import zipfile
 
 import numpy as np
 import pytest
@@ -51,3 +53,36 @@ def test_a_damaged_shard_is_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match="not a saved memory"):
         FrameReplayMemory(512, 2, priority=PrioritySettings()).load(str(path))
 
+
+
+def _resident_bytes(array: np.ndarray) -> int:
+    """The resident memory of the mapping that holds `array` (Linux's /proc/self/smaps)."""
+    address, inside = array.ctypes.data, False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            first = line.split()[0]
+            if "-" in first and ":" not in first:  # a mapping's header: start-end perms ...
+                start, end = (int(bound, 16) for bound in first.split("-"))
+                inside = start <= address < end
+            elif inside and first == "Rss:":
+                return int(line.split()[1]) * 1024
+    raise AssertionError("the array's mapping is not in /proc/self/smaps")
+
+
+def test_a_restore_maps_only_what_the_saved_memory_used_and_overwrites_stale_values(tmp_path, monkeypatch):
+    monkeypatch.setattr(saved_arrays, "CHUNK_BYTES", 1 << 20)
+    size, used = 128 << 20, 8 << 20  # a memory of 128 MiB saved with its first 8 MiB written
+    saved = np.zeros(size, dtype=np.uint8)
+    saved[:used] = np.random.default_rng(0).integers(1, 255, used, dtype=np.uint8)
+    saved[size // 2] = 7  # one byte written past the rest
+    np.savez_compressed(tmp_path / "memory.npz", frames=saved)
+    with zipfile.ZipFile(tmp_path / "memory.npz") as archive:
+        fresh = np.zeros(size, dtype=np.uint8)  # untouched: no page of it mapped yet
+        saved_arrays.copy_into(fresh, saved_arrays.StoredArray(archive, "frames.npy"))
+        resident = _resident_bytes(fresh)
+        stale = np.ones(size, dtype=np.uint8)  # a memory that held other values: every byte must be replaced
+        saved_arrays.copy_into(stale, saved_arrays.StoredArray(archive, "frames.npy"))
+    np.testing.assert_array_equal(fresh, saved)
+    np.testing.assert_array_equal(stale, saved)
+    # Writing every chunk maps all 128 MiB; skipping the zeros maps the 8 MiB used and the chunk with the 7.
+    assert resident < 3 * used, f"restoring {used:,} used bytes of {size:,} mapped {resident:,}"

@@ -4,7 +4,7 @@ preset: the rows for each layout of nodes and GPUs, their hours to a score when 
 and the profile's own measured loops beside the model."""
 from __future__ import annotations
 
-from hvd_dqn.agent.factory import acts_ahead, agent_entry, learns_from_replay
+from hvd_dqn.agent.factory import acts_ahead, agent_class, agent_entry, learns_from_replay
 from hvd_dqn.plan import cost_formula, gpu_costs, hardware_profiles
 from hvd_dqn.measure.benchmark_workers import BenchmarkError
 
@@ -53,7 +53,7 @@ def paper(config, args) -> dict:
             rows = cost_formula.pqn_paper_rows(profile, gradient_bytes, observation_bytes, envs_per_gpu,
                                                config.rollout_steps, config.num_minibatches, config.update_epochs,
                                                layouts)
-            report.update(agent="pqn", learns_from_replay=False, rank_scaling="counts_per_rank", rows=rows)
+            report.update(agent="pqn", rank_scaling="counts_per_rank", rows=rows)
         else:
             overlap = acts_ahead(config, steps_outside_python(config.env_id))
             draw_ahead = draws_ahead(config, update_on_gpu=True)  # --draw_ahead=auto is on with a GPU
@@ -61,7 +61,7 @@ def paper(config, args) -> dict:
                                            config.train_frequency, envs_per_gpu, layouts,
                                            learning=cost_formula.GpuLearning(overlap, draw_ahead, ratio))
             entry = agent_entry(config)
-            report.update(agent=entry.name, agent_title=entry.title, learns_from_replay=True,
+            report.update(agent=entry.name, agent_title=entry.title,
                           rank_scaling=config.rank_scaling, rows=rows, overlap=overlap, draw_ahead=draw_ahead,
                           update_cost_ratio=round(ratio, 3), update_cost_ratio_source=ratio_source)
     except (cost_formula.ShapeError, hardware_profiles.ProfileError) as error:
@@ -72,31 +72,23 @@ def paper(config, args) -> dict:
 
 
 def update_cost_ratio(config, given):
-    """(how many times DQN's arithmetic the preset's update does, where that figure comes from). Plain DQN's is 1:
-    the profiles measure its update. Any other replay agent's, DQN with double DQN's targets, dueling heads or
-    noisy layers included, is `given` (--update_cost_ratio), or else measured here: its update against its plain
-    DQN counterpart's on one CPU core, side by side (a CPU at a batch of 32 is bound by arithmetic, so the ratio
-    of times is that of the work; a GPU's fixed costs are in DQN's measured figures)."""
-    from hvd_dqn.measure.update_costs import cost_over_dqn, dqn_counterpart
+    """(how many times DQN's arithmetic the preset's update does, where that figure comes from). DQN's is 1: the
+    profiles measure its update. Another replay agent's is `given` (--update_cost_ratio), or else measured here:
+    its update against its DQN counterpart's on one CPU core, side by side (a CPU at a batch of 32 is bound by
+    arithmetic, so the ratio of times is that of the work; a GPU's fixed costs are in DQN's measured figures)."""
+    from hvd_dqn.agent.dqn.learner import DQNLearner
+    from hvd_dqn.measure.update_costs import cost_over_dqn
     from hvd_dqn.run import horovod_setup
 
     if given is not None:
         return given, f"--update_cost_ratio={given:g}"
-    if dqn_counterpart(config) == config:
+    if getattr(agent_class(config), "learner_class", None) is DQNLearner:
         return 1.0, "DQN's own update, as the profile measured it"
     horovod_setup.init_horovod(intra_op_threads=1, inter_op_threads=1)
     ratio = cost_over_dqn(config)
-    return ratio, (f"measured here: {update_title(config)} took {ratio:.2f}x its plain DQN counterpart's (the same "
-                   f"network, batch {config.batch_size} and optimizer) on one CPU core, in alternating rounds")
-
-
-def update_title(config) -> str:
-    """The update being priced, by its agent and the extras that change its arithmetic: "QR-DQN's update",
-    "DQN's update with double DQN's targets and dueling heads"."""
-    extras = [name for name, on in (("double DQN's targets", config.double_dqn), ("dueling heads", config.dueling),
-                                    ("noisy layers", config.noisy_nets)) if on]
-    with_extras = f" with {' and '.join(extras)}" if extras else ""
-    return f"{agent_entry(config).title}'s update{with_extras}"
+    return ratio, (f"measured here: {agent_entry(config).title}'s update took {ratio:.2f}x its DQN counterpart's "
+                   f"(the same network, batch {config.batch_size} and optimizer) on one CPU core, in alternating "
+                   "rounds")
 
 
 def parse_layouts(text: str):
@@ -113,13 +105,13 @@ def parse_layouts(text: str):
 def print_paper(report: dict) -> None:
     profile = hardware_profiles.profile_from_json(report["profile"], "the report")  # its own JSON, read back
     how = ("PQN, every GPU with the preset's rollout and minibatches (--counts_per_rank), nothing overlapped"
-           if not report["learns_from_replay"] else report["agent_title"] + ", acting "
+           if report["agent"] == "pqn" else report["agent_title"] + ", acting "
            + ("overlapped with" if report["overlap"] else "then") + " learning (--pipeline), minibatches "
            + ("drawn ahead" if report["draw_ahead"] else "drawn in line at each env step") + " (--draw_ahead)")
     print(f"{PROGRAM}: on paper (a prediction from measured parts, not a measurement), profile {profile.name}, "
           f"{report['gradient_bytes'] / 1e6:.1f} MB of gradients per update, {report['envs_per_gpu']} envs per GPU, "
           f"{how}, {report['env_steps']:,} env steps")
-    if report["learns_from_replay"] and report["update_cost_ratio"] != 1.0:
+    if report["agent"] != "pqn" and report["update_cost_ratio"] != 1.0:
         print(f"  its update: DQN's measured one and {report['update_cost_ratio'] - 1:.2f} times its arithmetic more "
               f"at the full device's cost per sample; the ratio {report['update_cost_ratio']:.2f}x is "
               f"{report['update_cost_ratio_source']}")

@@ -127,30 +127,8 @@ def test_the_paper_table_of_another_agent_gives_its_update_ratio_and_where_it_co
                                                        abs=1e-3)
     # Without the figure, the command times the agent's update against its DQN counterpart's here.
     stdout, qrdqn = paper("cartpole_qrdqn.flags")
-    assert qrdqn["update_cost_ratio_source"].startswith(
-        "measured here: QR-DQN's update with double DQN's targets took ")
+    assert qrdqn["update_cost_ratio_source"].startswith("measured here: QR-DQN's update took ")
     assert 0 < qrdqn["update_cost_ratio"] < 100 and "measured here" in stdout
-
-
-def test_only_plain_dqns_update_is_taken_as_the_profiles_one_with_extras_it_is_timed(monkeypatch):
-    # The profiles measure plain DQN's update; double DQN's targets (one more forward pass), dueling heads or noisy
-    # layers add arithmetic, so such a preset is timed against its plain counterpart like any other agent.
-    from hvd_dqn.config import TrainConfig
-    from hvd_dqn.measure import update_costs
-    from hvd_dqn.plan import gpu_paper
-    from hvd_dqn.run import horovod_setup
-
-    timed = []
-    monkeypatch.setattr(update_costs, "cost_over_dqn", lambda config: timed.append(config) or 1.3)
-    monkeypatch.setattr(horovod_setup, "init_horovod", lambda **threads: None)
-    plain = TrainConfig(agent="dqn", double_dqn=False, dueling=False, noisy_nets=False)
-    assert gpu_paper.update_cost_ratio(plain, None) == (1.0, "DQN's own update, as the profile measured it")
-    assert timed == []
-    double = dataclasses.replace(plain, double_dqn=True, dueling=True)
-    ratio, source = gpu_paper.update_cost_ratio(double, None)
-    assert timed == [double] and ratio == 1.3
-    assert source.startswith("measured here: DQN's update with double DQN's targets and dueling heads took 1.30x "
-                             "its plain DQN counterpart's")
 
 
 def test_drawing_ahead_hides_the_gather_behind_the_update_and_its_exchange():

@@ -58,7 +58,6 @@ def test_a_damaged_shard_is_refused_by_name(tmp_path):
         FrameReplayMemory(512, 2, priority=PrioritySettings()).load(str(path))
 
 
-
 # Restores a saved array into a fresh one in a process of its own, so the growth of its anonymous resident memory
 # is the restore's: what it mapped of the destination, its chunk buffer and the decompressor's.
 _RESTORE_IN_A_FRESH_PROCESS = """

@@ -110,16 +110,29 @@ def update_costs(presets, seconds: float, rounds: int, seed: int = 0) -> dict:
     return results
 
 
-def dqn_counterpart(config):
-    """The update the hardware profiles measure (online and target forward, Huber loss, Adam): DQN's on `config`'s
-    network, batch, memory and optimizer, without double DQN, dueling heads or noisy layers."""
-    return dataclasses.replace(config, agent="dqn", double_dqn=False, dueling=False, noisy_nets=False)
+# The settings beyond the network and the batch that change what one update computes. A hardware profile records
+# them for the update it timed (`update_settings`), so that the cost model prices another agent's update against
+# the one the profile measured, never against an update it assumes.
+UPDATE_SETTINGS = ("double_dqn", "dueling", "noisy_nets", "layer_norm", "num_quantiles", "num_atoms",
+                   "num_tau_samples", "num_tau_prime_samples", "num_quantile_samples", "quantile_embedding_dim")
 
 
-def cost_over_dqn(config, seconds: float = 2.0, rounds: int = 3) -> float:
-    """How many times the time of its DQN counterpart's update `config`'s agent's update takes on one core here,
-    timed side by side in alternating rounds (the caller has initialised Horovod, one thread each way)."""
-    costs = update_costs([("dqn", dqn_counterpart(config)), ("agent", config)], seconds, rounds)
+def update_settings(config) -> dict:
+    """`config`'s agent and those of UPDATE_SETTINGS it reads (its own, and any no agent owns), with their values:
+    what sets its update's arithmetic apart from another preset's on the same network and batch."""
+    from hvd_dqn.agent import registry
+
+    entry = registry.entry(config.agent)
+    unowned = {name for name in UPDATE_SETTINGS if not any(name in other.settings for other in registry.entries())}
+    return {"agent": config.agent, **{name: getattr(config, name) for name in UPDATE_SETTINGS
+                                      if name in entry.settings or name in unowned}}
+
+
+def cost_over(config, timed: dict, seconds: float = 2.0, rounds: int = 3) -> float:
+    """How many times the update `timed` describes (`update_settings`'s form) `config`'s update takes on one core
+    here, on `config`'s network, batch, memory and optimizer, timed side by side in alternating rounds (the caller
+    has initialised Horovod, one thread each way)."""
+    costs = update_costs([("timed", dataclasses.replace(config, **timed)), ("agent", config)], seconds, rounds)
     return costs["agent"]["cost_vs_first"]
 
 

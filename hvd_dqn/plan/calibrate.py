@@ -7,7 +7,8 @@ It records what it runs on (the GPUs TensorFlow sees, whether Horovod was built 
 times, in alternating rounds, each part the model (hvd_dqn/plan/hardware_profiles.py) needs, on the device a rank
 of this machine trains on (its GPU, else its CPU):
 - the preset's update by batch size with the batch already on the device, and from host memory (DQN); PQN's
-  minibatch update on the device;
+  minibatch update on the device. The profile says whose update it timed (its agent, double DQN, dueling and
+  the like), and the cost model prices another preset's update by its cost against this one;
 - one greedy forward pass by the number of envs in the call, and the emulators' agent steps per second, one
   thread per env up to the cores this process may use;
 - the acting path as the trainer runs it (actions, emulators, the store); less the forward pass and the
@@ -37,6 +38,7 @@ import numpy as np
 from hvd_dqn.agent.factory import learns_from_replay
 from hvd_dqn.plan import hardware_profiles
 from hvd_dqn.measure.benchmark_workers import BenchmarkError, resolved_config
+from hvd_dqn.measure.update_costs import update_settings
 from hvd_dqn.plan.profile_parts import measure_parts
 
 PROGRAM = "hvd_dqn.plan.calibrate"
@@ -124,7 +126,7 @@ def exchange_of(measured, stamp: str):
     return hardware_profiles.Exchange(negotiation, bandwidth, 0.0, bandwidth, 0.0), sources
 
 
-def profile_of(name: str, facts: dict, parts: dict, exchange, exchange_sources: dict) -> \
+def profile_of(name: str, facts: dict, parts: dict, exchange, exchange_sources: dict, update_timed: dict) -> \
         hardware_profiles.HardwareProfile:
     stamp = f"measured by {PROGRAM} on {datetime.date.today().isoformat()}"
     host_call_ms, host_store_ms = host_costs(parts["acting_ms"], parts["forward_ms"], parts["emulator_steps_per_s"])
@@ -151,7 +153,7 @@ def profile_of(name: str, facts: dict, parts: dict, exchange, exchange_sources: 
         emulator_steps_per_s=parts["emulator_steps_per_s"], copy_bytes_per_s=parts["copy_bytes_per_s"],
         host_call_ms=host_call_ms, host_store_ms=host_store_ms, host_gather_ns_per_byte=gather_ms_per_byte * 1e6,
         host_draw_ms=draw_ms,
-        exchange=exchange, sources=sources,
+        exchange=exchange, sources=sources, update_timed=update_timed,
         machine=dict(facts, acting_ms=parts["acting_ms"], gather_ms=parts["gather_ms"]))  # the raw figures
 
 
@@ -256,7 +258,8 @@ def main(argv=None) -> int:
         stamp = f"measured by {PROGRAM} on {datetime.date.today().isoformat()}"
         exchange, exchange_sources = exchange_of(measured, stamp)
         name = args.name or os.path.splitext(os.path.basename(args.out))[0]
-        profile = profile_of(name, facts, parts, exchange, exchange_sources)
+        # The parts time the preset's own update: the cost model prices another agent's against it.
+        profile = profile_of(name, facts, parts, exchange, exchange_sources, update_settings(config))
         hardware_profiles.save_profile(profile, args.out)
         print("\n".join(hardware_profiles.describe(profile, [*hardware_profiles.TABLES, *hardware_profiles.SCALARS])))
         print(f"{PROGRAM}: wrote {args.out}; predict with python -m hvd_dqn.plan.cost_model "

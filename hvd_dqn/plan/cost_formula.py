@@ -79,8 +79,8 @@ def _speedups(rows: List[dict]) -> List[dict]:
 
 def update_with_exchange_ms(profile, batch_size: int, observation_bytes: int, sync_ms: float,
                             updates_per_call: float, draw_ahead: bool, update_cost_ratio: float = 1.0) -> float:
-    """One update of a GPU rank with its exchange, on average, in ms: DQN's, or another replay agent's doing
-    `update_cost_ratio` times its arithmetic (gpu_costs.agent_extra_ms). The minibatch is drawn from the host
+    """One update of a GPU rank with its exchange, on average, in ms: the update the profile timed, or another
+    replay agent's doing `update_cost_ratio` times its arithmetic (gpu_costs.agent_extra_ms). The minibatch is drawn from the host
     replay on the sampler thread while the update before it runs (and its exchange): the draws of an env step's
     later updates always; its first too with --draw_ahead, where every env step makes an update due (drawn
     during the step before's last update), and else in line."""
@@ -90,7 +90,7 @@ def update_with_exchange_ms(profile, batch_size: int, observation_bytes: int, sy
     if not profile.update_host_ms:
         raise ProfileError(f"profile {profile.name!r} has no DQN update figures (update_host_ms)")
     step = table_value(profile.update_host_ms, batch_size, "proportional") + sync_ms  # update, copy, exchange
-    if update_cost_ratio != 1.0:  # DQN's own update needs no device figures (the GTX 1080 profile has none)
+    if update_cost_ratio != 1.0:  # the timed update itself needs no device figures (the GTX 1080 profile has none)
         step += agent_extra_ms(profile, batch_size, update_cost_ratio)
     draw = gather_ms(profile, 2 * batch_size * observation_bytes)
     if draw_ahead and updates_per_call >= 1:
@@ -103,8 +103,8 @@ def update_with_exchange_ms(profile, batch_size: int, observation_bytes: int, sy
 @dataclasses.dataclass(frozen=True)
 class GpuLearning:
     """How a GPU rank of a replay agent learns: acting overlapped with learning (`overlap`, --pipeline), the
-    minibatches drawn ahead of their updates (`draw_ahead`, --draw_ahead), and how many times DQN's arithmetic
-    the agent's update does (`update_cost_ratio`; 1 for DQN, whose update the profiles measure)."""
+    minibatches drawn ahead of their updates (`draw_ahead`, --draw_ahead), and how many times the arithmetic of
+    the update the profile timed the agent's update does (`update_cost_ratio`; 1 for the update the profile timed)."""
     overlap: bool = True
     draw_ahead: bool = True
     update_cost_ratio: float = 1.0

@@ -15,9 +15,10 @@ prediction's error; with --study, a time study's JSON, it predicts the seconds t
 env steps each worker count took there and sets them beside the measured ones. With --paper it prints the same
 formula's figures for GPU nodes and clusters from a hardware profile instead (--profile: a built-in one such as
 h200-16core, or the file `python -m hvd_dqn.plan.calibrate` writes on the user's machine), every figure with its
-source, beside the profile's own measured loops and the model's error on them. A profile measures DQN's update;
-QR-DQN's, C51's and IQN's are DQN's with the arithmetic they do beyond it (--update_cost_ratio, or else timed
-here against their DQN counterpart on one core) at the full device's cost per sample.
+source, beside the profile's own measured loops and the model's error on them. A profile times one update and
+says whose (the built-in ones plain DQN's, a calibrated one its preset's); another preset's update is that one with
+the arithmetic it does beyond it (--update_cost_ratio, or else timed here against it on one core) at the full
+device's cost per sample.
 """
 from __future__ import annotations
 
@@ -282,9 +283,10 @@ def main(argv=None) -> int:
                         help="With --paper: envs each GPU steps (default: the preset's --num_envs, per GPU).")
     parser.add_argument("--env_steps", type=int, default=PAPER_ENV_STEPS, help="With --paper: the run's length.")
     parser.add_argument("--update_cost_ratio", type=float, default=None,
-                        help="With --paper, for a replay agent other than DQN: how many times DQN's arithmetic its "
-                             "update does (python -m hvd_dqn.measure.update_costs's 'vs first' against a DQN "
-                             "preset); by default measured here on one core.")
+                        help="With --paper, for a replay agent: how many times the arithmetic of the update the "
+                             "profile timed (plain DQN's in the built-in profiles) its update does (python -m "
+                             "hvd_dqn.measure.update_costs's 'vs first' against a preset of that update); by "
+                             "default 1 for that update itself, else measured here on one core.")
     parser.add_argument("--env_steps_to_score", nargs=3, action="append", metavar=("RANKS", "ENV_STEPS", "SOURCE"),
                         help="With --paper, once per rank count (1 among them): the env steps a run with RANKS ranks "
                              "needed for the score and where that figure comes from (a study, or a prediction "

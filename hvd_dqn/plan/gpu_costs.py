@@ -66,10 +66,11 @@ def device_ms_per_sample(profile: HardwareProfile) -> float:
 
 
 def agent_extra_ms(profile: HardwareProfile, batch_size: int, update_cost_ratio: float) -> float:
-    """What an agent whose update does `update_cost_ratio` times DQN's arithmetic (QR-DQN's quantiles, IQN's
-    sampled levels through the last layers) adds to DQN's measured update: its extra samples' worth of work at
-    the full device's cost per sample. Launches, the copy and the gather are DQN's: the agents share the torso,
-    the batch and the replay. An agent that costs no more than DQN costs what DQN does."""
+    """What an agent whose update does `update_cost_ratio` times the arithmetic of the update the profile timed
+    (plain DQN's in the built-in profiles; QR-DQN's quantiles, IQN's sampled levels through the last layers are
+    more) adds to that measured update: its extra samples' worth of work at the full device's cost per sample.
+    Launches, the copy and the gather are the timed update's: the agents share the torso, the batch and the
+    replay. An agent that costs no more than the timed update costs what it does."""
     return max(0.0, update_cost_ratio - 1.0) * batch_size * device_ms_per_sample(profile)
 
 

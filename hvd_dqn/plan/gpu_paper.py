@@ -34,7 +34,7 @@ def paper(config, args) -> dict:
     except hardware_profiles.ProfileError as error:
         raise BenchmarkError(str(error)) from None
     if learns_from_replay(config):  # first: measuring it sets TensorFlow's threads, before any network is built
-        ratio, ratio_source = update_cost_ratio(config, args.update_cost_ratio)
+        ratio, ratio_source = update_cost_ratio(config, args.update_cost_ratio, profile.update_timed)
     spec = probe_spec(config)
     network = online_network(config, spec)
     gradient_bytes = 4 * int(network.count_params())
@@ -71,24 +71,27 @@ def paper(config, args) -> dict:
     return report
 
 
-def update_cost_ratio(config, given):
-    """(how many times DQN's arithmetic the preset's update does, where that figure comes from). DQN's is 1: the
-    profiles measure its update. Another replay agent's is `given` (--update_cost_ratio), or else measured here:
-    its update against its DQN counterpart's on one CPU core, side by side (a CPU at a batch of 32 is bound by
-    arithmetic, so the ratio of times is that of the work; a GPU's fixed costs are in DQN's measured figures)."""
-    from hvd_dqn.agent.dqn.learner import DQNLearner
-    from hvd_dqn.measure.update_costs import cost_over_dqn
+def update_cost_ratio(config, given, timed: dict):
+    """(how many times the arithmetic of the update the profile timed (`timed`) the preset's update does, where that
+    figure comes from). 1 where the preset's update is the one timed (a profile calibrated with this preset; DQN
+    without extras on a built-in profile). Otherwise `given` (--update_cost_ratio), or else measured here: the
+    preset's update against the timed one on the preset's network and batch, on one CPU core, side by side (a CPU
+    at a small batch is bound by arithmetic, so the ratio of times is that of the work; a GPU's fixed costs are in
+    the profile's measured figures). Without the check, a profile calibrated with a QR-DQN preset would have its
+    QR-DQN update priced as DQN's plus QR-DQN's extra arithmetic: that arithmetic twice."""
+    from hvd_dqn.measure.update_costs import cost_over, update_settings
     from hvd_dqn.run import horovod_setup
 
     if given is not None:
         return given, f"--update_cost_ratio={given:g}"
-    if getattr(agent_class(config), "learner_class", None) is DQNLearner:
-        return 1.0, "DQN's own update, as the profile measured it"
+    timed_words = hardware_profiles.describe_update(timed)
+    if update_settings(config) == timed:
+        return 1.0, "the preset's own update is the one the profile timed"
     horovod_setup.init_horovod(intra_op_threads=1, inter_op_threads=1)
-    ratio = cost_over_dqn(config)
-    return ratio, (f"measured here: {agent_entry(config).title}'s update took {ratio:.2f}x its DQN counterpart's "
-                   f"(the same network, batch {config.batch_size} and optimizer) on one CPU core, in alternating "
-                   "rounds")
+    ratio = cost_over(config, timed)
+    return ratio, (f"measured here: the update of {hardware_profiles.describe_update(update_settings(config))} took "
+                   f"{ratio:.2f}x that of {timed_words}, the update the profile timed (the same network, batch "
+                   f"{config.batch_size} and optimizer), on one CPU core, in alternating rounds")
 
 
 def parse_layouts(text: str):
@@ -111,10 +114,14 @@ def print_paper(report: dict) -> None:
     print(f"{PROGRAM}: on paper (a prediction from measured parts, not a measurement), profile {profile.name}, "
           f"{report['gradient_bytes'] / 1e6:.1f} MB of gradients per update, {report['envs_per_gpu']} envs per GPU, "
           f"{how}, {report['env_steps']:,} env steps")
-    if report["agent"] != "pqn" and report["update_cost_ratio"] != 1.0:
-        print(f"  its update: DQN's measured one and {report['update_cost_ratio'] - 1:.2f} times its arithmetic more "
-              f"at the full device's cost per sample; the ratio {report['update_cost_ratio']:.2f}x is "
-              f"{report['update_cost_ratio_source']}")
+    if report["agent"] != "pqn":
+        timed = hardware_profiles.describe_update(profile.update_timed)
+        if report["update_cost_ratio"] == 1.0:
+            print(f"  its update: the profile's, {timed}; the ratio 1.00x: {report['update_cost_ratio_source']}")
+        else:
+            print(f"  its update: the profile's, {timed}, and {report['update_cost_ratio'] - 1:.2f} times its "
+                  "arithmetic more at the full device's cost per sample (none less where it is cheaper); the ratio "
+                  f"{report['update_cost_ratio']:.2f}x is {report['update_cost_ratio_source']}")
     print(f"  {'nodes x GPUs':>12} {'mode':>15} {'sync ms':>8} {'env steps/s':>12} {'speed-up':>9} {'hours':>7}")
     for row in report["rows"]:
         print(f"  {row['nodes']:>6} x {row['gpus_per_node']:<3} {row['rank_scaling']:>15} {row['sync_ms']:>8.3f} "

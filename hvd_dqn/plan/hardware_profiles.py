@@ -3,7 +3,9 @@ the cost model predicts GPU jobs from (hvd_dqn/plan/cost_formula.py).
 
 A profile holds measured parts, each with its source:
 - the update by batch size with the batch already on the device (DQN's and PQN's), and from host memory
-  (DQN's, the copy included), and the host-to-device copy's bytes per second;
+  (DQN's, the copy included), and the host-to-device copy's bytes per second; with whose update the DQN tables
+  timed (`update_timed`: the agent and the settings that change its arithmetic), so that the cost model prices
+  another agent's update against that one;
 - one greedy forward pass by the number of envs in the call (a GPU pays per call, not per env);
 - the emulators' agent steps per second by the number of envs (one thread per env up to the host's cores);
 - three host costs the isolated parts leave out, which a plain loop of acting and learning shows: a fixed cost
@@ -24,7 +26,13 @@ import json
 import math
 from typing import Dict, List, Optional, Tuple
 
-PROFILE_VERSION = 1
+# 2: `update_timed` says whose update the DQN tables timed (version 1 profiles did not: `calibrate` timed its
+# preset's, the built-in ones plain DQN's, and nothing told them apart).
+PROFILE_VERSION = 2
+
+# The update the built-in profiles' DQN tables timed: DQN's, without double DQN, dueling heads, noisy layers or
+# LayerNorm (hvd_dqn.measure.update_costs.update_settings's form).
+PLAIN_DQN_UPDATE = {"agent": "dqn", "double_dqn": False, "dueling": False, "noisy_nets": False, "layer_norm": False}
 
 
 class ProfileError(ValueError):
@@ -74,6 +82,8 @@ class HardwareProfile:
     exchange: Exchange
     loops: Tuple[Loop, ...] = ()
     sources: Dict[str, str] = dataclasses.field(default_factory=dict)
+    # whose update update_device_ms and update_host_ms timed: {"agent": ..., setting: value, ...}
+    update_timed: Dict[str, object] = dataclasses.field(default_factory=lambda: dict(PLAIN_DQN_UPDATE))
     machine: Dict[str, object] = dataclasses.field(default_factory=dict)  # what calibrate ran on
 
     def to_json(self) -> dict:
@@ -246,12 +256,17 @@ def profile_from_json(data, where: str) -> HardwareProfile:
     name = data.get("name")
     if not isinstance(name, str) or not name:
         raise ProfileError(f"{where}: 'name' must be a non-empty string")
+    update_timed = data.get("update_timed")
+    if not isinstance(update_timed, dict) or not isinstance(update_timed.get("agent"), str) or not all(
+            isinstance(value, (bool, int, float)) for key, value in update_timed.items() if key != "agent"):
+        raise ProfileError(f"{where}: 'update_timed' must be an object naming the agent whose update the profile "
+                           "timed and its settings, e.g. " + json.dumps(PLAIN_DQN_UPDATE))
     host_cores = data.get("host_cores")
     if not isinstance(host_cores, int) or isinstance(host_cores, bool) or host_cores <= 0:
         raise ProfileError(f"{where}: 'host_cores' must be a positive integer, not {host_cores!r}")
     return HardwareProfile(name=name, description=str(data.get("description", "")), host_cores=host_cores,
                            exchange=exchange, loops=tuple(loops), sources=dict(data.get("sources") or {}),
-                           machine=dict(data.get("machine") or {}),
+                           machine=dict(data.get("machine") or {}), update_timed=dict(update_timed),
                            **tables, **scalars)
 
 
@@ -276,9 +291,34 @@ def save_profile(profile: HardwareProfile, path: str) -> None:
         handle.write("\n")
 
 
+def describe_update(settings: dict) -> str:
+    """An update in words from its settings (`update_timed`'s form): "QR-DQN (num_quantiles=200)", "DQN with
+    double DQN"."""
+    from hvd_dqn.agent import registry
+
+    try:
+        title = registry.entry(settings["agent"]).title
+    except registry.UnknownAgent:
+        title = settings["agent"]
+    extras = {"double_dqn": "double DQN", "dueling": "dueling heads", "noisy_nets": "noisy layers",
+              "layer_norm": "LayerNorm"}
+    used = [words for name, words in extras.items() if settings.get(name)]
+    unused = [words for name, words in extras.items() if name in settings and not settings[name]]
+    sizes = [f"{name}={value}" for name, value in settings.items() if name != "agent" and name not in extras]
+    text = title + (f" ({', '.join(sizes)})" if sizes else "")
+    if used:
+        return f"{text} with {_listed(used, 'and')}"
+    return f"{text} without {_listed(unused, 'or')}" if unused else text
+
+
+def _listed(words: List[str], conjunction: str) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} {conjunction} {words[-1]}"
+
+
 def describe(profile: HardwareProfile, fields: Optional[List[str]] = None) -> List[str]:
     """The profile's figures with their sources, as lines for a report."""
-    lines = [f"profile {profile.name}: {profile.description}"]
+    lines = [f"profile {profile.name}: {profile.description}",
+             f"  update_timed = {describe_update(profile.update_timed)}: the update its DQN tables timed"]
     for field in fields or [*TABLES, *SCALARS]:
         value = getattr(profile, field)
         if isinstance(value, dict):

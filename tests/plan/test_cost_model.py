@@ -2,14 +2,15 @@
 the per-rank shapes, the formula on hand-worked numbers, the study's seconds, the GPU table's assumptions, a
 real measurement and validation on CartPole, and bad arguments as one line. How close the predictions come is
 a benchmark figure (results/cost_model/), never asserted here."""
+import dataclasses
 import json
 import os
 
 import pytest
 
-import dataclasses
-
-from hvd_dqn.plan import cost_formula, gpu_costs, hardware_profiles
+from hvd_dqn.config import TrainConfig
+from hvd_dqn.measure.update_costs import update_settings
+from hvd_dqn.plan import cost_formula, gpu_costs, gpu_paper, hardware_profiles
 
 from conftest import REPO, python_module
 
@@ -127,8 +128,28 @@ def test_the_paper_table_of_another_agent_gives_its_update_ratio_and_where_it_co
                                                        abs=1e-3)
     # Without the figure, the command times the agent's update against its DQN counterpart's here.
     stdout, qrdqn = paper("cartpole_qrdqn.flags")
-    assert qrdqn["update_cost_ratio_source"].startswith("measured here: QR-DQN's update took ")
+    assert qrdqn["update_cost_ratio_source"].startswith("measured here: the update of QR-DQN (num_quantiles=10) with double DQN took ")
     assert 0 < qrdqn["update_cost_ratio"] < 100 and "measured here" in stdout
+
+
+def test_a_preset_is_priced_against_the_update_its_profile_timed():
+    qrdqn = TrainConfig(agent="qrdqn")
+    # A profile calibrated with a QR-DQN preset timed QR-DQN's update: pricing QR-DQN's extra arithmetic on top of
+    # it would count that arithmetic twice. Its ratio is 1, and nothing is timed to find it.
+    ratio, source = gpu_paper.update_cost_ratio(qrdqn, None, update_settings(qrdqn))
+    assert ratio == 1.0
+    assert source == "the preset's own update is the one the profile timed"
+    assert hardware_profiles.describe_update(update_settings(qrdqn)) == (
+        "QR-DQN (num_quantiles=200) without double DQN, dueling heads or noisy layers")
+    # The built-in profiles timed plain DQN's update: DQN without extras is that update; double DQN (one more
+    # forward pass of the online network) and QR-DQN are not, and are timed against it.
+    assert update_settings(TrainConfig(agent="dqn")) == hardware_profiles.H200_16CORE.update_timed
+    assert update_settings(TrainConfig(agent="dqn", double_dqn=True)) != hardware_profiles.H200_16CORE.update_timed
+    assert update_settings(qrdqn)["agent"] == "qrdqn" and update_settings(qrdqn)["num_quantiles"] == 200
+    # A setting of another agent is not part of this one's update.
+    assert "num_atoms" not in update_settings(qrdqn) and "layer_norm" not in update_settings(qrdqn)
+    assert gpu_paper.update_cost_ratio(qrdqn, 1.19, hardware_profiles.PLAIN_DQN_UPDATE) == (
+        1.19, "--update_cost_ratio=1.19")
 
 
 def test_drawing_ahead_hides_the_gather_behind_the_update_and_its_exchange():

@@ -41,11 +41,12 @@ def paper(config, args) -> dict:
     observation_bytes = int(np.prod(spec.observation_shape)) * np.dtype(spec.observation_dtype).itemsize
     envs_per_gpu = args.envs_per_gpu or config.num_envs
     layouts = parse_layouts(args.layouts)
+    entry = agent_entry(config)
     report = {"profile": profile.to_json(), "gradient_bytes": gradient_bytes, "observation_bytes": observation_bytes,
-              "envs_per_gpu": envs_per_gpu, "env_steps": args.env_steps,
-              "validation": gpu_costs.validation_rows(profile)}
+              "envs_per_gpu": envs_per_gpu, "env_steps": args.env_steps, "agent": entry.name,
+              "agent_title": entry.title, "memory": entry.memory, "validation": gpu_costs.validation_rows(profile)}
     try:
-        if not learns_from_replay(config):  # PQN
+        if not learns_from_replay(config):  # a rollout agent (PQN): the profile's PQN update
             if (envs_per_gpu * config.rollout_steps) % config.num_minibatches:
                 raise BenchmarkError(f"--envs_per_gpu={envs_per_gpu}: a rollout of {envs_per_gpu} x "
                                      f"{config.rollout_steps} steps does not split into {config.num_minibatches} "
@@ -53,16 +54,14 @@ def paper(config, args) -> dict:
             rows = cost_formula.pqn_paper_rows(profile, gradient_bytes, observation_bytes, envs_per_gpu,
                                                config.rollout_steps, config.num_minibatches, config.update_epochs,
                                                layouts)
-            report.update(agent="pqn", rank_scaling="counts_per_rank", rows=rows)
+            report.update(rank_scaling="counts_per_rank", rows=rows)
         else:
             overlap = acts_ahead(config, steps_outside_python(config.env_id))
             draw_ahead = draws_ahead(config, update_on_gpu=True)  # --draw_ahead=auto is on with a GPU
             rows = cost_formula.paper_rows(profile, gradient_bytes, observation_bytes, config.batch_size,
                                            config.train_frequency, envs_per_gpu, layouts,
                                            learning=cost_formula.GpuLearning(overlap, draw_ahead, ratio))
-            entry = agent_entry(config)
-            report.update(agent=entry.name, agent_title=entry.title,
-                          rank_scaling=config.rank_scaling, rows=rows, overlap=overlap, draw_ahead=draw_ahead,
+            report.update(rank_scaling=config.rank_scaling, rows=rows, overlap=overlap, draw_ahead=draw_ahead,
                           update_cost_ratio=round(ratio, 3), update_cost_ratio_source=ratio_source)
     except (cost_formula.ShapeError, hardware_profiles.ProfileError) as error:
         raise BenchmarkError(str(error)) from None
@@ -107,14 +106,15 @@ def parse_layouts(text: str):
 
 def print_paper(report: dict) -> None:
     profile = hardware_profiles.profile_from_json(report["profile"], "the report")  # its own JSON, read back
-    how = ("PQN, every GPU with the preset's rollout and minibatches (--counts_per_rank), nothing overlapped"
-           if report["agent"] == "pqn" else report["agent_title"] + ", acting "
+    rollout = report["memory"] == "rollout"
+    how = (report["agent_title"] + ", every GPU with the preset's rollout and minibatches (--counts_per_rank), "
+           "nothing overlapped" if rollout else report["agent_title"] + ", acting "
            + ("overlapped with" if report["overlap"] else "then") + " learning (--pipeline), minibatches "
            + ("drawn ahead" if report["draw_ahead"] else "drawn in line at each env step") + " (--draw_ahead)")
     print(f"{PROGRAM}: on paper (a prediction from measured parts, not a measurement), profile {profile.name}, "
           f"{report['gradient_bytes'] / 1e6:.1f} MB of gradients per update, {report['envs_per_gpu']} envs per GPU, "
           f"{how}, {report['env_steps']:,} env steps")
-    if report["agent"] != "pqn":
+    if not rollout:
         timed = hardware_profiles.describe_update(profile.update_timed)
         if report["update_cost_ratio"] == 1.0:
             print(f"  its update: the profile's, {timed}; the ratio 1.00x: {report['update_cost_ratio_source']}")

@@ -130,6 +130,10 @@ def test_the_paper_table_of_another_agent_gives_its_update_ratio_and_where_it_co
     stdout, qrdqn = paper("cartpole_qrdqn.flags")
     assert qrdqn["update_cost_ratio_source"].startswith("measured here: the update of QR-DQN (num_quantiles=10) with double DQN took ")
     assert 0 < qrdqn["update_cost_ratio"] < 100 and "measured here" in stdout
+    # A rollout agent is told by its registry entry, not its name: PQN's table, with no replay update to price.
+    stdout, pqn = paper("breakout_pqn.flags")
+    assert (pqn["agent"], pqn["memory"], pqn["rank_scaling"]) == ("pqn", "rollout", "counts_per_rank")
+    assert "PQN, every GPU with the preset's rollout and minibatches" in stdout and "its update:" not in stdout
 
 
 def test_a_preset_is_priced_against_the_update_its_profile_timed():

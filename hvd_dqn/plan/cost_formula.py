@@ -80,10 +80,10 @@ def _speedups(rows: List[dict]) -> List[dict]:
 def update_with_exchange_ms(profile, batch_size: int, observation_bytes: int, sync_ms: float,
                             updates_per_call: float, draw_ahead: bool, update_cost_ratio: float = 1.0) -> float:
     """One update of a GPU rank with its exchange, on average, in ms: the update the profile timed, or another
-    replay agent's doing `update_cost_ratio` times its arithmetic (gpu_costs.agent_extra_ms). The minibatch is drawn from the host
-    replay on the sampler thread while the update before it runs (and its exchange): the draws of an env step's
-    later updates always; its first too with --draw_ahead, where every env step makes an update due (drawn
-    during the step before's last update), and else in line."""
+    replay agent's doing `update_cost_ratio` times its arithmetic (gpu_costs.agent_extra_ms). The minibatch is
+    drawn from the host replay on the sampler thread while the update before it runs (and its exchange): the draws
+    of an env step's later updates always; its first too with --draw_ahead, where every env step makes an update
+    due (drawn during the step before's last update), and else in line."""
     from hvd_dqn.plan.gpu_costs import agent_extra_ms, gather_ms, table_value
     from hvd_dqn.plan.hardware_profiles import ProfileError
 

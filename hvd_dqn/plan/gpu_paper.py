@@ -4,7 +4,10 @@ preset: the rows for each layout of nodes and GPUs, their hours to a score when 
 and the profile's own measured loops beside the model."""
 from __future__ import annotations
 
-from hvd_dqn.agent.factory import acts_ahead, agent_class, agent_entry, learns_from_replay
+import dataclasses
+
+from hvd_dqn.agent import registry
+from hvd_dqn.agent.factory import acts_ahead, agent_entry, learns_from_replay
 from hvd_dqn.plan import cost_formula, gpu_costs, hardware_profiles
 from hvd_dqn.measure.benchmark_workers import BenchmarkError
 
@@ -86,6 +89,16 @@ def update_cost_ratio(config, given, timed: dict):
     timed_words = hardware_profiles.describe_update(timed)
     if update_settings(config) == timed:
         return 1.0, "the preset's own update is the one the profile timed"
+    unknown = sorted(set(timed) - {field.name for field in dataclasses.fields(config)})
+    if unknown:
+        raise BenchmarkError(f"the profile's update_timed names {', '.join(unknown)}, which no --flag of this hvd_dqn "
+                             "is: write the profile again with python -m hvd_dqn.plan.calibrate")
+    try:
+        registry.entry(timed["agent"])
+    except registry.UnknownAgent:
+        raise BenchmarkError(f"the profile timed the update of --agent={timed['agent']}, which is not registered "
+                             "here, so this preset's update cannot be timed against it: register that agent, "
+                             "give --update_cost_ratio, or use a profile of this preset") from None
     horovod_setup.init_horovod(intra_op_threads=1, inter_op_threads=1)
     ratio = cost_over(config, timed)
     return ratio, (f"measured here: the update of {hardware_profiles.describe_update(update_settings(config))} took "

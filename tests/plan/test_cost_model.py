@@ -9,6 +9,7 @@ import os
 import pytest
 
 from hvd_dqn.config import TrainConfig
+from hvd_dqn.measure.benchmark_workers import BenchmarkError
 from hvd_dqn.measure.update_costs import update_settings
 from hvd_dqn.plan import cost_formula, gpu_costs, gpu_paper, hardware_profiles
 
@@ -128,7 +129,8 @@ def test_the_paper_table_of_another_agent_gives_its_update_ratio_and_where_it_co
                                                        abs=1e-3)
     # Without the figure, the command times the agent's update against its DQN counterpart's here.
     stdout, qrdqn = paper("cartpole_qrdqn.flags")
-    assert qrdqn["update_cost_ratio_source"].startswith("measured here: the update of QR-DQN (num_quantiles=10) with double DQN took ")
+    assert qrdqn["update_cost_ratio_source"].startswith(
+        "measured here: the update of QR-DQN (num_quantiles=10) with double DQN took ")
     assert 0 < qrdqn["update_cost_ratio"] < 100 and "measured here" in stdout
     # A rollout agent is told by its registry entry, not its name: PQN's table, with no replay update to price.
     stdout, pqn = paper("breakout_pqn.flags")
@@ -154,6 +156,12 @@ def test_a_preset_is_priced_against_the_update_its_profile_timed():
     assert "num_atoms" not in update_settings(qrdqn) and "layer_norm" not in update_settings(qrdqn)
     assert gpu_paper.update_cost_ratio(qrdqn, 1.19, hardware_profiles.PLAIN_DQN_UPDATE) == (
         1.19, "--update_cost_ratio=1.19")
+    # A profile's update that cannot be built here is one line, before anything is timed.
+    with pytest.raises(BenchmarkError, match="the profile timed the update of --agent=myagent, which is not "
+                                             "registered here"):
+        gpu_paper.update_cost_ratio(qrdqn, None, {"agent": "myagent"})
+    with pytest.raises(BenchmarkError, match="the profile's update_timed names num_heads, which no --flag"):
+        gpu_paper.update_cost_ratio(qrdqn, None, {"agent": "dqn", "num_heads": 4})
 
 
 def test_drawing_ahead_hides_the_gather_behind_the_update_and_its_exchange():

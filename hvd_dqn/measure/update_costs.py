@@ -121,11 +121,12 @@ def update_settings(config) -> dict:
     """`config`'s agent and those of UPDATE_SETTINGS it reads (its own, and any no agent owns), with their values:
     what sets its update's arithmetic apart from another preset's on the same network and batch."""
     from hvd_dqn.agent import registry
+    from hvd_dqn.agent.factory import agent_entry
 
-    entry = registry.entry(config.agent)
+    entry = agent_entry(config)
     unowned = {name for name in UPDATE_SETTINGS if not any(name in other.settings for other in registry.entries())}
-    return {"agent": config.agent, **{name: getattr(config, name) for name in UPDATE_SETTINGS
-                                      if name in entry.settings or name in unowned}}
+    return {"agent": entry.name, **{name: getattr(config, name) for name in UPDATE_SETTINGS
+                                    if name in entry.settings or name in unowned}}
 
 
 def cost_over(config, timed: dict, seconds: float = 2.0, rounds: int = 3) -> float:

@@ -86,8 +86,8 @@ def update_cost_ratio(config, given, timed: dict):
 
     if given is not None:
         return given, f"--update_cost_ratio={given:g}"
-    timed_words = hardware_profiles.describe_update(timed)
-    if update_settings(config) == timed:
+    preset = update_settings(config)
+    if preset == timed:
         return 1.0, "the preset's own update is the one the profile timed"
     unknown = sorted(set(timed) - {field.name for field in dataclasses.fields(config)})
     if unknown:
@@ -101,9 +101,9 @@ def update_cost_ratio(config, given, timed: dict):
                              "give --update_cost_ratio, or use a profile of this preset") from None
     horovod_setup.init_horovod(intra_op_threads=1, inter_op_threads=1)
     ratio = cost_over(config, timed)
-    return ratio, (f"measured here: the update of {hardware_profiles.describe_update(update_settings(config))} took "
-                   f"{ratio:.2f}x that of {timed_words}, the update the profile timed (the same network, batch "
-                   f"{config.batch_size} and optimizer), on one CPU core, in alternating rounds")
+    return ratio, (f"measured here: the update of {hardware_profiles.describe_update(preset)} took {ratio:.2f}x that "
+                   f"of {hardware_profiles.describe_update(timed)}, the update the profile timed (the same network, "
+                   f"batch {config.batch_size} and optimizer), on one CPU core, in alternating rounds")
 
 
 def parse_layouts(text: str):

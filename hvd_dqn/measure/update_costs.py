@@ -121,7 +121,7 @@ def update_settings(config, spec) -> dict:
     """`config`'s agent, its network on `spec`'s observations, and those of UPDATE_SETTINGS it reads (its own, and
     any no agent owns), with their values: what sets its update's arithmetic apart from another preset's at the
     same batch. The network is named as built ("auto" resolved), with the one setting that shapes it: the Nature
-    CNN's padding (same padding makes its dense layer 2.5 times wider) or the MLP's widths."""
+    CNN's padding (same padding gives its dense layer 2.5 times the weights) or the MLP's widths."""
     from hvd_dqn.agent import registry
     from hvd_dqn.agent.factory import agent_entry
     from hvd_dqn.agent.networks import network_kind

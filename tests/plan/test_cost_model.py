@@ -162,7 +162,7 @@ def test_a_preset_is_priced_against_the_update_its_profile_timed():
         "layers")
     # The built-in profiles timed plain DQN's update on the Nature CNN with valid padding: DQN without extras on
     # Atari's frames is that update; double DQN (one more forward pass of the online network), same padding (a
-    # dense layer 2.5 times wider) and QR-DQN are not, and are timed against it.
+    # dense layer of 2.5 times the weights) and QR-DQN are not, and are timed against it.
     timed = hardware_profiles.H200_16CORE.update_timed
     assert update_settings(TrainConfig(agent="dqn"), ATARI) == timed
     assert update_settings(TrainConfig(agent="dqn", double_dqn=True), ATARI) != timed

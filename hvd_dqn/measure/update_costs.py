@@ -117,23 +117,30 @@ UPDATE_SETTINGS = ("double_dqn", "dueling", "noisy_nets", "layer_norm", "num_qua
                    "num_tau_samples", "num_tau_prime_samples", "num_quantile_samples", "quantile_embedding_dim")
 
 
-def update_settings(config) -> dict:
-    """`config`'s agent and those of UPDATE_SETTINGS it reads (its own, and any no agent owns), with their values:
-    what sets its update's arithmetic apart from another preset's on the same network and batch."""
+def update_settings(config, spec) -> dict:
+    """`config`'s agent, its network on `spec`'s observations, and those of UPDATE_SETTINGS it reads (its own, and
+    any no agent owns), with their values: what sets its update's arithmetic apart from another preset's at the
+    same batch. The network is named as built ("auto" resolved), with the one setting that shapes it: the Nature
+    CNN's padding (same padding gives its dense layer 2.5 times the weights) or the MLP's widths."""
     from hvd_dqn.agent import registry
     from hvd_dqn.agent.factory import agent_entry
+    from hvd_dqn.agent.networks import network_kind
 
     entry = agent_entry(config)
     unowned = {name for name in UPDATE_SETTINGS if not any(name in other.settings for other in registry.entries())}
-    return {"agent": entry.name, **{name: getattr(config, name) for name in UPDATE_SETTINGS
-                                    if name in entry.settings or name in unowned}}
+    network = network_kind(config.network, spec.observation_shape, spec.observation_dtype)
+    shape = ({"conv_padding": config.conv_padding} if network == "nature_cnn" else
+             {"hidden_sizes": list(config.hidden_sizes)} if network == "mlp" else {})
+    return {"agent": entry.name, "network": network, **shape,
+            **{name: getattr(config, name) for name in UPDATE_SETTINGS if name in entry.settings or name in unowned}}
 
 
 def cost_over(config, timed: dict, seconds: float = 2.0, rounds: int = 3) -> float:
     """How many times the update `timed` describes (`update_settings`'s form) `config`'s update takes on one core
-    here, on `config`'s network, batch, memory and optimizer, timed side by side in alternating rounds (the caller
-    has initialised Horovod, one thread each way)."""
-    costs = update_costs([("timed", dataclasses.replace(config, **timed)), ("agent", config)], seconds, rounds)
+    here, on `config`'s observations, batch, memory and optimizer, timed side by side in alternating rounds (the
+    caller has initialised Horovod, one thread each way)."""
+    settings = {name: tuple(value) if isinstance(value, list) else value for name, value in timed.items()}
+    costs = update_costs([("timed", dataclasses.replace(config, **settings)), ("agent", config)], seconds, rounds)
     return costs["agent"]["cost_vs_first"]
 
 

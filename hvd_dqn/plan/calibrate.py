@@ -126,8 +126,8 @@ def exchange_of(measured, stamp: str):
     return hardware_profiles.Exchange(negotiation, bandwidth, 0.0, bandwidth, 0.0), sources
 
 
-def profile_of(name: str, facts: dict, parts: dict, exchange, exchange_sources: dict, update_timed: dict) -> \
-        hardware_profiles.HardwareProfile:
+def profile_of(name: str, facts: dict, parts: dict, exchange, exchange_sources: dict, update_timed: dict,
+               observation_shape) -> hardware_profiles.HardwareProfile:
     stamp = f"measured by {PROGRAM} on {datetime.date.today().isoformat()}"
     host_call_ms, host_store_ms = host_costs(parts["acting_ms"], parts["forward_ms"], parts["emulator_steps_per_s"])
     batches = sorted(parts["gather_ms"])
@@ -153,7 +153,7 @@ def profile_of(name: str, facts: dict, parts: dict, exchange, exchange_sources: 
         emulator_steps_per_s=parts["emulator_steps_per_s"], copy_bytes_per_s=parts["copy_bytes_per_s"],
         host_call_ms=host_call_ms, host_store_ms=host_store_ms, host_gather_ns_per_byte=gather_ms_per_byte * 1e6,
         host_draw_ms=draw_ms,
-        exchange=exchange, sources=sources, update_timed=update_timed,
+        exchange=exchange, sources=sources, update_timed=update_timed, observation_shape=tuple(observation_shape),
         machine=dict(facts, acting_ms=parts["acting_ms"], gather_ms=parts["gather_ms"]))  # the raw figures
 
 
@@ -258,8 +258,13 @@ def main(argv=None) -> int:
         stamp = f"measured by {PROGRAM} on {datetime.date.today().isoformat()}"
         exchange, exchange_sources = exchange_of(measured, stamp)
         name = args.name or os.path.splitext(os.path.basename(args.out))[0]
-        # The parts time the preset's own update: the cost model prices another agent's against it.
-        profile = profile_of(name, facts, parts, exchange, exchange_sources, update_settings(config))
+        # The parts time the preset's own update on its own observations: the cost model prices another preset's
+        # update against it, on the same observations only.
+        from hvd_dqn.envs import probe_spec
+
+        spec = probe_spec(config)
+        profile = profile_of(name, facts, parts, exchange, exchange_sources, update_settings(config, spec),
+                             spec.observation_shape)
         hardware_profiles.save_profile(profile, args.out)
         print("\n".join(hardware_profiles.describe(profile, [*hardware_profiles.TABLES, *hardware_profiles.SCALARS])))
         print(f"{PROGRAM}: wrote {args.out}; predict with python -m hvd_dqn.plan.cost_model "

@@ -14,14 +14,13 @@ from hvd_dqn.measure.benchmark_workers import BenchmarkError
 PROGRAM = "hvd_dqn.plan.cost_model"
 
 
-def with_time_to_score(rows, args, rank_scaling: str) -> None:
+def env_steps_to_score(args, layouts) -> dict:
+    """--env_steps_to_score's figures, checked against the table's GPU counts before anything is timed."""
     try:
-        to_score = cost_formula.parse_env_steps_to_score(args.env_steps_to_score,
-                                                         sorted({row["workers"] for row in rows}))
+        return cost_formula.parse_env_steps_to_score(args.env_steps_to_score,
+                                                     sorted({nodes * gpus for nodes, gpus in layouts}))
     except cost_formula.ScoreFigureError as error:
         raise BenchmarkError(str(error)) from None
-    if to_score:
-        cost_formula.add_time_to_score(rows, to_score, rank_scaling)
 
 
 def paper(config, args) -> dict:
@@ -36,14 +35,16 @@ def paper(config, args) -> dict:
         profile = hardware_profiles.load_profile(args.profile)
     except hardware_profiles.ProfileError as error:
         raise BenchmarkError(str(error)) from None
-    if learns_from_replay(config):  # first: measuring it sets TensorFlow's threads, before any network is built
-        ratio, ratio_source = update_cost_ratio(config, args.update_cost_ratio, profile.update_timed)
+    layouts = parse_layouts(args.layouts)
+    to_score = env_steps_to_score(args, layouts)
     spec = probe_spec(config)
+    check_observations(config, spec, profile)
+    if learns_from_replay(config):  # before any network is built: measuring it sets TensorFlow's threads
+        ratio, ratio_source = update_cost_ratio(config, spec, args.update_cost_ratio, profile.update_timed)
     network = online_network(config, spec)
     gradient_bytes = 4 * int(network.count_params())
     observation_bytes = int(np.prod(spec.observation_shape)) * np.dtype(spec.observation_dtype).itemsize
     envs_per_gpu = args.envs_per_gpu or config.num_envs
-    layouts = parse_layouts(args.layouts)
     entry = agent_entry(config)
     report = {"profile": profile.to_json(), "gradient_bytes": gradient_bytes, "observation_bytes": observation_bytes,
               "envs_per_gpu": envs_per_gpu, "env_steps": args.env_steps, "agent": entry.name,
@@ -69,24 +70,38 @@ def paper(config, args) -> dict:
     except (cost_formula.ShapeError, hardware_profiles.ProfileError) as error:
         raise BenchmarkError(str(error)) from None
     cost_formula.add_hours(rows, args.env_steps)
-    with_time_to_score(rows, args, report["rank_scaling"])
+    if to_score:
+        cost_formula.add_time_to_score(rows, to_score, report["rank_scaling"])
     return report
 
 
-def update_cost_ratio(config, given, timed: dict):
+def check_observations(config, spec, profile) -> None:
+    """Every part of a profile was timed on one kind of observation: its update on that network's input, its
+    emulators on that env. A preset on other observations would borrow times that are not its own (CartPole's
+    MLP priced at an Atari CNN's update), so it is refused, whatever --update_cost_ratio says."""
+    if tuple(spec.observation_shape) != tuple(profile.observation_shape):
+        shape = hardware_profiles.describe_shape
+        raise BenchmarkError(
+            f"profile {profile.name} was timed on observations of shape {shape(profile.observation_shape)}, and "
+            f"{config.env_id}'s are {shape(spec.observation_shape)}: its times are not this preset's; write a "
+            "profile with this preset (python -m hvd_dqn.plan.calibrate --flagfile=PRESET --out=PROFILE.json)")
+
+
+def update_cost_ratio(config, spec, given, timed: dict):
     """(how many times the arithmetic of the update the profile timed (`timed`) the preset's update does, where that
     figure comes from). 1 where the preset's update is the one timed (a profile calibrated with this preset; DQN
-    without extras on a built-in profile). Otherwise `given` (--update_cost_ratio), or else measured here: the
-    preset's update against the timed one on the preset's network and batch, on one CPU core, side by side (a CPU
-    at a small batch is bound by arithmetic, so the ratio of times is that of the work; a GPU's fixed costs are in
-    the profile's measured figures). Without the check, a profile calibrated with a QR-DQN preset would have its
-    QR-DQN update priced as DQN's plus QR-DQN's extra arithmetic: that arithmetic twice."""
+    on the Nature CNN with valid padding and without extras on a built-in profile). Otherwise `given`
+    (--update_cost_ratio), or else measured here: the preset's update against the timed one, each on its own
+    network, on the preset's observations (`spec`, the profile's: `check_observations`) and batch, on one CPU core,
+    side by side (a CPU at a small batch is bound by arithmetic, so the ratio of times is that of the work; a GPU's
+    fixed costs are in the profile's measured figures). Without the check, a profile calibrated with a QR-DQN
+    preset would have its QR-DQN update priced as DQN's plus QR-DQN's extra arithmetic: that arithmetic twice."""
     from hvd_dqn.measure.update_costs import cost_over, update_settings
     from hvd_dqn.run import horovod_setup
 
     if given is not None:
         return given, f"--update_cost_ratio={given:g}"
-    preset = update_settings(config)
+    preset = update_settings(config, spec)
     if preset == timed:
         return 1.0, "the preset's own update is the one the profile timed"
     unknown = sorted(set(timed) - {field.name for field in dataclasses.fields(config)})
@@ -102,8 +117,8 @@ def update_cost_ratio(config, given, timed: dict):
     horovod_setup.init_horovod(intra_op_threads=1, inter_op_threads=1)
     ratio = cost_over(config, timed)
     return ratio, (f"measured here: the update of {hardware_profiles.describe_update(preset)} took {ratio:.2f}x that "
-                   f"of {hardware_profiles.describe_update(timed)}, the update the profile timed (the same network, "
-                   f"batch {config.batch_size} and optimizer), on one CPU core, in alternating rounds")
+                   f"of {hardware_profiles.describe_update(timed)}, the update the profile timed (the same "
+                   f"observations, batch {config.batch_size} and optimizer), on one CPU core, in alternating rounds")
 
 
 def parse_layouts(text: str):

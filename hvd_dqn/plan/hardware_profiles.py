@@ -4,8 +4,9 @@ the cost model predicts GPU jobs from (hvd_dqn/plan/cost_formula.py).
 A profile holds measured parts, each with its source:
 - the update by batch size with the batch already on the device (DQN's and PQN's), and from host memory
   (DQN's, the copy included), and the host-to-device copy's bytes per second; with whose update the DQN tables
-  timed (`update_timed`: the agent and the settings that change its arithmetic), so that the cost model prices
-  another agent's update against that one;
+  timed (`update_timed`: the agent, its network and the settings that change its arithmetic), so that the cost
+  model prices another preset's update against that one, and the observations every part was timed on
+  (`observation_shape`): a preset on other observations (CartPole's against an Atari profile) is refused;
 - one greedy forward pass by the number of envs in the call (a GPU pays per call, not per env);
 - the emulators' agent steps per second by the number of envs (one thread per env up to the host's cores);
 - three host costs the isolated parts leave out, which a plain loop of acting and learning shows: a fixed cost
@@ -28,11 +29,16 @@ from typing import Dict, List, Optional, Tuple
 
 # 2: `update_timed` says whose update the DQN tables timed (version 1 profiles did not: `calibrate` timed its
 # preset's, the built-in ones plain DQN's, and nothing told them apart).
-PROFILE_VERSION = 2
+# 3: `update_timed` names the network too, and `observation_shape` the observations (version 2 profiles did not: a
+# profile calibrated on CartPole's MLP lent its update times to an Atari preset's CNN).
+PROFILE_VERSION = 3
 
-# The update the built-in profiles' DQN tables timed: DQN's, without double DQN, dueling heads, noisy layers or
-# LayerNorm (hvd_dqn.measure.update_costs.update_settings's form).
-PLAIN_DQN_UPDATE = {"agent": "dqn", "double_dqn": False, "dueling": False, "noisy_nets": False, "layer_norm": False}
+# The update the built-in profiles' DQN tables timed: DQN's on the Nature CNN with valid padding (Mnih et al. 2015),
+# without double DQN, dueling heads, noisy layers or LayerNorm (hvd_dqn.measure.update_costs.update_settings's form).
+PLAIN_DQN_UPDATE = {"agent": "dqn", "network": "nature_cnn", "conv_padding": "valid", "double_dqn": False,
+                    "dueling": False, "noisy_nets": False, "layer_norm": False}
+# What the built-in profiles timed on: 4 stacked 84x84 frames (hvd_dqn's Atari observations, frames first).
+ATARI_OBSERVATIONS = (4, 84, 84)
 
 
 class ProfileError(ValueError):
@@ -84,6 +90,7 @@ class HardwareProfile:
     sources: Dict[str, str] = dataclasses.field(default_factory=dict)
     # whose update update_device_ms and update_host_ms timed: {"agent": ..., setting: value, ...}
     update_timed: Dict[str, object] = dataclasses.field(default_factory=lambda: dict(PLAIN_DQN_UPDATE))
+    observation_shape: Tuple[int, ...] = ATARI_OBSERVATIONS  # one observation of every part timed
     machine: Dict[str, object] = dataclasses.field(default_factory=dict)  # what calibrate ran on
 
     def to_json(self) -> dict:
@@ -91,6 +98,7 @@ class HardwareProfile:
         for table in TABLES:
             data[table] = {str(key): value for key, value in sorted(data[table].items())}
         data["loops"] = [dataclasses.asdict(loop) for loop in self.loops]
+        data["observation_shape"] = list(self.observation_shape)
         data["version"] = PROFILE_VERSION
         return data
 
@@ -257,17 +265,30 @@ def profile_from_json(data, where: str) -> HardwareProfile:
     if not isinstance(name, str) or not name:
         raise ProfileError(f"{where}: 'name' must be a non-empty string")
     update_timed = data.get("update_timed")
-    if not isinstance(update_timed, dict) or not isinstance(update_timed.get("agent"), str) or not all(
-            isinstance(value, (bool, int, float)) for key, value in update_timed.items() if key != "agent"):
+    if not isinstance(update_timed, dict) or not all(isinstance(update_timed.get(key), str) for key in (
+            "agent", "network")) or not all(_setting_value(value) for value in update_timed.values()):
         raise ProfileError(f"{where}: 'update_timed' must be an object naming the agent whose update the profile "
-                           "timed and its settings, e.g. " + json.dumps(PLAIN_DQN_UPDATE))
+                           "timed, its network and its settings, e.g. " + json.dumps(PLAIN_DQN_UPDATE))
+    observation_shape = data.get("observation_shape")
+    if not isinstance(observation_shape, list) or not observation_shape or not all(
+            isinstance(size, int) and not isinstance(size, bool) and size > 0 for size in observation_shape):
+        raise ProfileError(f"{where}: 'observation_shape' must list the positive sizes of the observations the "
+                           f"parts were timed on, e.g. {list(ATARI_OBSERVATIONS)}, not {observation_shape!r}")
     host_cores = data.get("host_cores")
     if not isinstance(host_cores, int) or isinstance(host_cores, bool) or host_cores <= 0:
         raise ProfileError(f"{where}: 'host_cores' must be a positive integer, not {host_cores!r}")
     return HardwareProfile(name=name, description=str(data.get("description", "")), host_cores=host_cores,
                            exchange=exchange, loops=tuple(loops), sources=dict(data.get("sources") or {}),
                            machine=dict(data.get("machine") or {}), update_timed=dict(update_timed),
+                           observation_shape=tuple(observation_shape),
                            **tables, **scalars)
+
+
+def _setting_value(value) -> bool:
+    """A value `update_timed` may hold: a flag's number, word or widths (--hidden_sizes)."""
+    if isinstance(value, list):
+        return bool(value) and all(isinstance(size, int) and not isinstance(size, bool) for size in value)
+    return isinstance(value, (bool, int, float, str))
 
 
 def load_profile(name_or_path: str) -> HardwareProfile:
@@ -291,9 +312,12 @@ def save_profile(profile: HardwareProfile, path: str) -> None:
         handle.write("\n")
 
 
+NETWORK_WORDS = {"nature_cnn": "the Nature CNN", "minatar_cnn": "MinAtar's CNN", "mlp": "an MLP"}
+
+
 def describe_update(settings: dict) -> str:
-    """An update in words from its settings (`update_timed`'s form): "QR-DQN (num_quantiles=200)", "DQN with
-    double DQN"."""
+    """An update in words from its settings (`update_timed`'s form): "QR-DQN (num_quantiles=200) on the Nature CNN
+    (same padding)", "DQN on an MLP (128,128) with double DQN"."""
     from hvd_dqn.agent import registry
 
     try:
@@ -302,13 +326,25 @@ def describe_update(settings: dict) -> str:
         title = settings["agent"]
     extras = {"double_dqn": "double DQN", "dueling": "dueling heads", "noisy_nets": "noisy layers",
               "layer_norm": "LayerNorm"}
+    network = ("network", "conv_padding", "hidden_sizes")
     used = [words for name, words in extras.items() if settings.get(name)]
     unused = [words for name, words in extras.items() if name in settings and not settings[name]]
-    sizes = [f"{name}={value}" for name, value in settings.items() if name != "agent" and name not in extras]
+    sizes = [f"{name}={value}" for name, value in settings.items()
+             if name != "agent" and name not in extras and name not in network]
     text = title + (f" ({', '.join(sizes)})" if sizes else "")
+    if "network" in settings:
+        text += " on " + NETWORK_WORDS.get(settings["network"], str(settings["network"]))
+        if "conv_padding" in settings:
+            text += f" ({settings['conv_padding']} padding)"
+        if "hidden_sizes" in settings:
+            text += f" ({','.join(map(str, settings['hidden_sizes']))})"
     if used:
         return f"{text} with {_listed(used, 'and')}"
     return f"{text} without {_listed(unused, 'or')}" if unused else text
+
+
+def describe_shape(shape) -> str:
+    return "x".join(map(str, shape))
 
 
 def _listed(words: List[str], conjunction: str) -> str:
@@ -318,7 +354,9 @@ def _listed(words: List[str], conjunction: str) -> str:
 def describe(profile: HardwareProfile, fields: Optional[List[str]] = None) -> List[str]:
     """The profile's figures with their sources, as lines for a report."""
     lines = [f"profile {profile.name}: {profile.description}",
-             f"  update_timed = {describe_update(profile.update_timed)}: the update its DQN tables timed"]
+             f"  update_timed = {describe_update(profile.update_timed)}: the update its DQN tables timed",
+             f"  observation_shape = {describe_shape(profile.observation_shape)}: the observations every part was "
+             "timed on"]
     for field in fields or [*TABLES, *SCALARS]:
         value = getattr(profile, field)
         if isinstance(value, dict):

@@ -44,9 +44,11 @@ def test_the_profile_is_complete_and_reads_back(cartpole_profile):
     assert 1000 * cost_formula.gpu_sync_s(profile, gradient_bytes, 1, 2) == pytest.approx(max(measured_ms, ring_ms),
                                                                                           abs=2e-3)
     assert f"--profile={path}" in result.stdout
-    # Whose update it timed: the preset's, DQN with double DQN (configs/cartpole.flags).
-    assert profile.update_timed == {"agent": "dqn", "double_dqn": True, "dueling": False, "noisy_nets": False,
-                                    "layer_norm": False}
+    # Whose update it timed, on what: the preset's, DQN with double DQN on an MLP of 256 and 256 units
+    # (configs/cartpole.flags), on CartPole's 4 numbers.
+    assert profile.update_timed == {"agent": "dqn", "network": "mlp", "hidden_sizes": [256, 256], "double_dqn": True,
+                                    "dueling": False, "noisy_nets": False, "layer_norm": False}
+    assert profile.observation_shape == (4,) and "observation_shape = 4: the observations" in result.stdout
 
 
 def test_the_cost_model_predicts_this_machine_from_the_profile(cartpole_profile, tmp_path):
@@ -68,7 +70,7 @@ def test_the_cost_model_predicts_this_machine_from_the_profile(cartpole_profile,
     # The profile timed this preset's own update (double DQN's): nothing is added to it.
     assert report["update_cost_ratio"] == 1.0
     assert report["update_cost_ratio_source"] == "the preset's own update is the one the profile timed"
-    assert "its update: the profile's, DQN with double DQN; the ratio 1.00x" in result.stdout
+    assert "its update: the profile's, DQN on an MLP (256,256) with double DQN; the ratio 1.00x" in result.stdout
     assert one["env_steps_per_s"] == pytest.approx(8000 / (acting + draw + 3 * max(draw, update) + update), abs=0.1)
 
 
@@ -117,8 +119,11 @@ def test_bad_arguments_are_one_line(arguments, message):
     ("not json", "cannot read it as JSON"),
     (None, "no such file, and not a built-in profile (h200-16core, gtx1080-2016)"),
     ("[1, 2]", "not a hardware profile"),
-    ('{"version": 99}', "profile version 99; this hvd_dqn reads version 2"),
+    ('{"version": 99}', "profile version 99; this hvd_dqn reads version 3"),
     ("NO_UPDATE_TIMED", "'update_timed' must be an object naming the agent whose update the profile timed"),
+    ("NO_NETWORK", "'update_timed' must be an object naming the agent whose update the profile timed, its network"),
+    ("NO_OBSERVATIONS", "'observation_shape' must list the positive sizes of the observations the parts were timed "
+                        "on, e.g. [4, 84, 84], not None"),
     ("BROKEN_TABLE", "forward_ms['4'] = -1 must be a positive size and a positive finite number"),
     ("NO_EXCHANGE", "'exchange' must be an object"),
 ])
@@ -133,6 +138,12 @@ def test_a_bad_profile_is_one_line(tmp_path, content, message):
         content = json.dumps(data)
     elif content == "NO_UPDATE_TIMED":
         del data["update_timed"]
+        content = json.dumps(data)
+    elif content == "NO_NETWORK":
+        del data["update_timed"]["network"]
+        content = json.dumps(data)
+    elif content == "NO_OBSERVATIONS":
+        del data["observation_shape"]
         content = json.dumps(data)
     if content is not None:
         path.write_text(content)

@@ -8,7 +8,10 @@ import os
 
 import pytest
 
+import numpy as np
+
 from hvd_dqn.config import TrainConfig
+from hvd_dqn.envs import EnvSpec
 from hvd_dqn.measure.benchmark_workers import BenchmarkError
 from hvd_dqn.measure.update_costs import update_settings
 from hvd_dqn.plan import cost_formula, gpu_costs, gpu_paper, hardware_profiles
@@ -16,6 +19,12 @@ from hvd_dqn.plan import cost_formula, gpu_costs, gpu_paper, hardware_profiles
 from conftest import REPO, python_module
 
 CARTPOLE = f"--flagfile={REPO / 'configs' / 'cartpole.flags'}"
+# Observations as hvd_dqn's Atari envs and CartPole give them (hvd_dqn.envs.spec_of), without starting an emulator.
+ATARI = EnvSpec((4, 84, 84), np.dtype(np.uint8), 4)
+CARTPOLE_SPEC = EnvSpec((4,), np.dtype(np.float32), 2)
+# Dopamine's DQN preset on the Nature CNN of the built-in profiles' update (valid padding): its update is the one they
+# timed, so a paper table of it times nothing.
+VALID_PADDING = ["--", "--conv_padding=valid"]
 
 
 def test_each_mode_gives_a_rank_its_share():
@@ -127,11 +136,14 @@ def test_the_paper_table_of_another_agent_gives_its_update_ratio_and_where_it_co
     update = 1.15 + gpu_costs.agent_extra_ms(profile, 32, 15.9)
     assert iqn["rows"][0]["learn_ms"] == pytest.approx(max(update, gpu_costs.gather_ms(profile, 2 * 32 * 28_224)),
                                                        abs=1e-3)
-    # Without the figure, the command times the agent's update against its DQN counterpart's here.
-    stdout, qrdqn = paper("cartpole_qrdqn.flags")
+    # Without the figure, the command times the preset's update against the one the profile timed, here: QR-DQN
+    # on the Nature CNN with same padding (Dopamine's) against plain DQN with valid padding (the H200's).
+    stdout, qrdqn = paper("breakout_qrdqn.flags")
     assert qrdqn["update_cost_ratio_source"].startswith(
-        "measured here: the update of QR-DQN (num_quantiles=10) with double DQN took ")
-    assert 0 < qrdqn["update_cost_ratio"] < 100 and "measured here" in stdout
+        "measured here: the update of QR-DQN (num_quantiles=200) on the Nature CNN (same padding) without double "
+        "DQN, dueling heads or noisy layers took ")
+    assert "that of DQN on the Nature CNN (valid padding) without double DQN" in qrdqn["update_cost_ratio_source"]
+    assert 1 < qrdqn["update_cost_ratio"] < 100 and "measured here" in stdout
     # A rollout agent is told by its registry entry, not its name: PQN's table, with no replay update to price.
     stdout, pqn = paper("breakout_pqn.flags")
     assert (pqn["agent"], pqn["memory"], pqn["rank_scaling"]) == ("pqn", "rollout", "counts_per_rank")
@@ -142,26 +154,46 @@ def test_a_preset_is_priced_against_the_update_its_profile_timed():
     qrdqn = TrainConfig(agent="qrdqn")
     # A profile calibrated with a QR-DQN preset timed QR-DQN's update: pricing QR-DQN's extra arithmetic on top of
     # it would count that arithmetic twice. Its ratio is 1, and nothing is timed to find it.
-    ratio, source = gpu_paper.update_cost_ratio(qrdqn, None, update_settings(qrdqn))
+    ratio, source = gpu_paper.update_cost_ratio(qrdqn, ATARI, None, update_settings(qrdqn, ATARI))
     assert ratio == 1.0
     assert source == "the preset's own update is the one the profile timed"
-    assert hardware_profiles.describe_update(update_settings(qrdqn)) == (
-        "QR-DQN (num_quantiles=200) without double DQN, dueling heads or noisy layers")
-    # The built-in profiles timed plain DQN's update: DQN without extras is that update; double DQN (one more
-    # forward pass of the online network) and QR-DQN are not, and are timed against it.
-    assert update_settings(TrainConfig(agent="dqn")) == hardware_profiles.H200_16CORE.update_timed
-    assert update_settings(TrainConfig(agent="dqn", double_dqn=True)) != hardware_profiles.H200_16CORE.update_timed
-    assert update_settings(qrdqn)["agent"] == "qrdqn" and update_settings(qrdqn)["num_quantiles"] == 200
+    assert hardware_profiles.describe_update(update_settings(qrdqn, ATARI)) == (
+        "QR-DQN (num_quantiles=200) on the Nature CNN (valid padding) without double DQN, dueling heads or noisy "
+        "layers")
+    # The built-in profiles timed plain DQN's update on the Nature CNN with valid padding: DQN without extras on
+    # Atari's frames is that update; double DQN (one more forward pass of the online network), same padding (a
+    # dense layer of 2.5 times the weights) and QR-DQN are not, and are timed against it.
+    timed = hardware_profiles.H200_16CORE.update_timed
+    assert update_settings(TrainConfig(agent="dqn"), ATARI) == timed
+    assert update_settings(TrainConfig(agent="dqn", double_dqn=True), ATARI) != timed
+    assert update_settings(TrainConfig(agent="dqn", conv_padding="same"), ATARI) != timed
+    assert update_settings(qrdqn, ATARI)["agent"] == "qrdqn" and update_settings(qrdqn, ATARI)["num_quantiles"] == 200
+    # The network as built: "auto" is an MLP on CartPole's numbers, named with its widths and no padding.
+    assert update_settings(TrainConfig(agent="dqn", hidden_sizes=(64, 64)), CARTPOLE_SPEC) == {
+        "agent": "dqn", "network": "mlp", "hidden_sizes": [64, 64], "double_dqn": False, "dueling": False,
+        "noisy_nets": False, "layer_norm": False}
     # A setting of another agent is not part of this one's update.
-    assert "num_atoms" not in update_settings(qrdqn) and "layer_norm" not in update_settings(qrdqn)
-    assert gpu_paper.update_cost_ratio(qrdqn, 1.19, hardware_profiles.PLAIN_DQN_UPDATE) == (
+    assert "num_atoms" not in update_settings(qrdqn, ATARI) and "layer_norm" not in update_settings(qrdqn, ATARI)
+    assert gpu_paper.update_cost_ratio(qrdqn, ATARI, 1.19, hardware_profiles.PLAIN_DQN_UPDATE) == (
         1.19, "--update_cost_ratio=1.19")
     # A profile's update that cannot be built here is one line, before anything is timed.
     with pytest.raises(BenchmarkError, match="the profile timed the update of --agent=myagent, which is not "
                                              "registered here"):
-        gpu_paper.update_cost_ratio(qrdqn, None, {"agent": "myagent"})
+        gpu_paper.update_cost_ratio(qrdqn, ATARI, None, {"agent": "myagent", "network": "nature_cnn"})
     with pytest.raises(BenchmarkError, match="the profile's update_timed names num_heads, which no --flag"):
-        gpu_paper.update_cost_ratio(qrdqn, None, {"agent": "dqn", "num_heads": 4})
+        gpu_paper.update_cost_ratio(qrdqn, ATARI, None, {"agent": "dqn", "network": "nature_cnn", "num_heads": 4})
+
+
+def test_a_preset_on_other_observations_than_its_profile_is_refused_in_one_line():
+    # Every part of the built-in profiles was timed on Atari's frames: CartPole's preset would borrow a CNN's
+    # update times and an Atari emulator's speed, whatever ratio it is given.
+    result = python_module("hvd_dqn.plan.cost_model", [CARTPOLE, "--paper", "--update_cost_ratio=1"], timeout=300,
+                           check=False)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert result.stderr.strip() == (
+        "hvd_dqn.plan.cost_model: error: profile h200-16core was timed on observations of shape 4x84x84, and "
+        "CartPole-v1's are 4: its times are not this preset's; write a profile with this preset (python -m "
+        "hvd_dqn.plan.calibrate --flagfile=PRESET --out=PROFILE.json)")
 
 
 def test_drawing_ahead_hides_the_gather_behind_the_update_and_its_exchange():
@@ -244,10 +276,11 @@ def test_time_to_a_score_is_the_env_steps_each_rank_count_needed_over_its_throug
 
 def test_the_gpu_table_gives_hours_to_a_score_with_each_figures_source(tmp_path):
     report_path = tmp_path / "paper.json"
+    # With valid padding the preset's update is the profile's own (VALID_PADDING), so nothing is timed here.
     result = python_module("hvd_dqn.plan.cost_model", [
         f"--flagfile={REPO / 'configs' / 'breakout_dopamine.flags'}", "--paper", f"--json={report_path}",
         "--env_steps_to_score", "1", "2,000,000", "a one-rank run", "--env_steps_to_score", "8", "2200000",
-        "an 8-rank run"], timeout=300)
+        "an 8-rank run", *VALID_PADDING], timeout=300)
     rows = {(row["workers"], row["rank_scaling"]): row for row in json.loads(report_path.read_text())["rows"]}
     for workers, steps in ((1, 2_000_000), (8, 2_200_000)):
         row = rows[(workers, "batch")]
@@ -263,6 +296,8 @@ def test_the_gpu_table_gives_hours_to_a_score_with_each_figures_source(tmp_path)
     (["1", "1000", " "], "--env_steps_to_score 1 1000  : SOURCE must say where the figure comes from"),
 ])
 def test_a_bad_score_figure_is_one_line(arguments, message):
+    # Checked before anything is timed: Dopamine's preset, whose same padding the command would time, is refused
+    # at once.
     result = python_module("hvd_dqn.plan.cost_model", [
         f"--flagfile={REPO / 'configs' / 'breakout_dopamine.flags'}", "--paper", "--env_steps_to_score", *arguments],
         timeout=300, check=False)
@@ -323,7 +358,8 @@ def test_the_command_measures_predicts_and_validates_on_cartpole(tmp_path):
 
 def test_the_paper_table_prints_every_assumption(tmp_path):
     result = python_module("hvd_dqn.plan.cost_model", [f"--flagfile={REPO / 'configs' / 'breakout_dopamine.flags'}",
-                                                       "--paper", f"--json={tmp_path / 'paper.json'}"], timeout=300)
+                                                       "--paper", f"--json={tmp_path / 'paper.json'}",
+                                                       *VALID_PADDING], timeout=300)
     report = json.loads((tmp_path / "paper.json").read_text())
     assert [(row["workers"], row["rank_scaling"]) for row in report["rows"]] == [
         (1, "updates"), (1, "batch"), (8, "updates"), (8, "batch"), (32, "updates"), (32, "batch")]

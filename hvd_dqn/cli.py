@@ -11,6 +11,7 @@ hvd_dqn.train fails its own way, since under horovodrun only rank 0 may print th
 """
 from __future__ import annotations
 
+import os
 import sys
 
 from absl import app, flags
@@ -34,3 +35,17 @@ class Command:
 
     def run(self, main) -> None:
         app.run(main, flags_parser=self.parse_flags)
+
+
+def exit_with(main) -> None:
+    """Runs a printing command's `main` and exits with its code. A reader that stops early (`... | head`) closes
+    the pipe under the command; it then ends quietly, as Unix tools do, instead of with a BrokenPipeError
+    traceback. stdout is pointed at /dev/null first so that the interpreter's own flush at exit does not raise
+    again (the advice in Python's documentation of the signal module, "Note on SIGPIPE")."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code)

@@ -127,4 +127,6 @@ def draw(rows, reference, others, label, path) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hvd_dqn.cli import exit_with
+
+    exit_with(main)

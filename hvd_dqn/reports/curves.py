@@ -288,4 +288,6 @@ def draw(curves, path: str, title: str, steps_are_frames: bool, window: int, tar
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hvd_dqn.cli import exit_with
+
+    exit_with(main)

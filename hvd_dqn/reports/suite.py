@@ -259,4 +259,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from hvd_dqn.cli import exit_with
+
+    exit_with(main)

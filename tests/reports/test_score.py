@@ -1,6 +1,9 @@
 """reports.score --per: a run's returns, loss, Q and spread by windows of env steps, from its written files."""
 import csv
 import json
+import os
+import subprocess
+import sys
 
 from hvd_dqn.reports import score
 
@@ -53,3 +56,17 @@ def test_a_window_that_is_not_positive_is_refused_in_one_line(tmp_path, capsys):
     assert score.main([logdir, "--per=0"]) == 2
     assert capsys.readouterr().err.strip() == ("python -m hvd_dqn.reports.score: error: --per=0: the window must be a "
                                               "positive number of env steps")
+
+
+def test_a_reader_that_stops_early_ends_the_report_without_a_traceback(tmp_path):
+    # As `python -m hvd_dqn.reports.score RUN --per=N | head` does: the pipe's reader is gone before the report
+    # prints, so its first write fails with EPIPE.
+    logdir = _write(tmp_path / "run")
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run([sys.executable, "-m", "hvd_dqn.reports.score", logdir, "--per=100"],
+                                stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (1, "")

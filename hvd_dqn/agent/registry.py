@@ -11,13 +11,16 @@ The built-in agents (`BUILT_IN`) are found by their packages' `AGENT`; an agent 
 the `hvd_dqn.agents` entry-point group of its installed package (`[project.entry-points."hvd_dqn.agents"]
 myagent = "my_package.my_agent:AGENT"`). docs/architecture.md says how to write one.
 
-This module imports nothing of hvd_dqn: the config's checks read it, and every agent's package names its entry here.
+This module imports nothing of hvd_dqn but its phrasing (hvd_dqn.text, which imports nothing): the config's checks
+read it, and every agent's package names its entry here.
 """
 from __future__ import annotations
 
 import dataclasses
 import importlib
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
+
+from hvd_dqn.text import listed
 
 # The packages whose `AGENT` is a built-in entry, in the order texts list them.
 BUILT_IN = ("hvd_dqn.agent.dqn", "hvd_dqn.agent.qrdqn", "hvd_dqn.agent.iqn", "hvd_dqn.agent.c51", "hvd_dqn.agent.pqn")
@@ -114,8 +117,7 @@ def settings_problem(name: str, changed: Mapping[str, object]) -> Optional[str]:
         if not owners:
             continue  # a setting every agent reads, or none
         what = owners[0].settings[setting]
-        names = [owner.title for owner in owners]
-        titles = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+        titles = listed([owner.title for owner in owners])
         return (f"--{setting}={_flag_text(value)}: a setting of {titles} ({what}); --agent={name} "
                 f"{chosen.without_them}. Leave it out, or use --agent={owners[0].name}")
     return None

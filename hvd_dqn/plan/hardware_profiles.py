@@ -27,6 +27,8 @@ import json
 import math
 from typing import Dict, List, Optional, Tuple
 
+from hvd_dqn.text import listed
+
 # 2: `update_timed` says whose update the DQN tables timed (version 1 profiles did not: `calibrate` timed its
 # preset's, the built-in ones plain DQN's, and nothing told them apart).
 # 3: `update_timed` names the network too, and `observation_shape` the observations (version 2 profiles did not: a
@@ -339,16 +341,12 @@ def describe_update(settings: dict) -> str:
         if "hidden_sizes" in settings:
             text += f" ({','.join(map(str, settings['hidden_sizes']))})"
     if used:
-        return f"{text} with {_listed(used, 'and')}"
-    return f"{text} without {_listed(unused, 'or')}" if unused else text
+        return f"{text} with {listed(used, 'and')}"
+    return f"{text} without {listed(unused, 'or')}" if unused else text
 
 
 def describe_shape(shape) -> str:
     return "x".join(map(str, shape))
-
-
-def _listed(words: List[str], conjunction: str) -> str:
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} {conjunction} {words[-1]}"
 
 
 def describe(profile: HardwareProfile, fields: Optional[List[str]] = None) -> List[str]:

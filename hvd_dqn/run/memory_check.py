@@ -18,6 +18,7 @@ from typing import Optional
 from absl import logging
 
 from hvd_dqn.config import ConfigError
+from hvd_dqn.text import listed
 
 GIB = 2**30
 # Measured here with studies/rank_memory.py (results/memory/; 4 ranks over MPI, TensorFlow 2.18 on CPU with
@@ -92,7 +93,7 @@ def describe(config, replay_per_rank: int, ranks_on_host: int, needed: int, avai
     return (f"{memory.flag}: {memory.plural} need {needed / GIB:,.1f} GiB on {host} ({ranks_on_host} rank(s) x "
             f"({replay_per_rank / GIB:,.1f} GiB of {memory.name} + {own}) and {available[0] / GIB:,.1f} GiB is "
             f"available ({available[1]}); use "
-            + (f"{', '.join(remedies[:-1])} or {remedies[-1]}" if len(remedies) > 1 else remedies[0]))
+            + listed(remedies, "or"))
 
 
 def smaps_fields(smaps_rollup: str) -> dict:

@@ -70,7 +70,7 @@ def test_subpackages_by_purpose_each_say_what_they_hold():
 # Level 0 imports no other room; the commands, measuring, planning and reports sit above the loop they start or
 # read; hvd_dqn/tools/ (the old command names) on top.
 LEVELS = [
-    ["", "baselines", "cli", "collectives", "cpus", "quiet_tensorflow"],
+    ["", "baselines", "cli", "collectives", "cpus", "quiet_tensorflow", "text"],
     ["envs", "logdir", "memories"],
     ["agent", "config", "flags", "rank_split"],
     ["run"],

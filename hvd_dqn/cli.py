@@ -1,5 +1,6 @@
 """What the single-process commands share (evaluate, export, benchmark, the Ray and Spark launchers): one line
-naming the problem instead of a traceback, and absl's start with a bad flag turned into that line.
+naming the problem instead of a traceback, and absl's start with a bad flag turned into that line; and for the
+commands that print reports, a reader that closes the pipe early ending them quietly (`exit_with`).
 
     COMMAND = Command("hvd_dqn.evaluate")
     ...

@@ -1,6 +1,7 @@
 """hvd_dqn.export: the SavedModel gives exactly the Keras network's actions, for each kind of observation, from
 a real training run's checkpoint, and bad command lines get one line without touching an earlier export."""
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -75,17 +76,54 @@ def test_export_of_a_trained_checkpoint_and_its_errors(tmp_path):
     assert not marker.exists() and (out / "saved_model.pb").exists()
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".policy.partial-")] == []
 
-    empty = tmp_path / "empty"
+    empty, blocker = tmp_path / "empty", tmp_path / "a_file"
     empty.mkdir()
+    blocker.write_text("not a folder")
     for args, message in [
         ([f"--logdir={empty}", f"--out={tmp_path / 'p2'}"],
          f"--logdir={empty}: no complete checkpoint under {empty / 'checkpoints'}"),
         ([f"--logdir={tmp_path / 'missing'}", f"--out={tmp_path / 'p2'}"], f"--logdir={tmp_path / 'missing'}: no such folder"),
         ([f"--logdir={logdir}"], "--out: required (the folder to write the SavedModel to)"),
-        ([f"--logdir={logdir}", f"--out={tmp_path / 'no' / 'such' / 'p'}"],
-         f"--out={tmp_path / 'no' / 'such' / 'p'}: folder {tmp_path / 'no' / 'such'} does not exist"),
+        ([f"--logdir={logdir}", f"--out={blocker / 'p'}"], f"--out={blocker / 'p'}: {blocker} is a file, not a folder"),
     ]:
         result = python_module("hvd_dqn.export", args, check=False)
         assert result.returncode == 2, result
         assert result.stderr.strip().splitlines() == [f"hvd_dqn.export: error: {message}"]
     assert not (tmp_path / "p2").exists()
+
+
+def test_the_documented_export_makes_its_folders_and_another_user_can_read_it(tmp_path):
+    """`--out=policies/cartpole` as docs/training.md types it, where policies/ does not exist yet: the folders are
+    made, and the export and the evaluation's video take the modes the user's umask gives (here 022: folders 755,
+    files 644, where Python's temporary files would be 700 and 600), so a serving process of another user reads
+    every file. The other user is `nobody`, where the tests run as root."""
+    import os
+    import shutil
+    import stat
+    import subprocess
+    import tempfile
+
+    logdir = tmp_path / "run"
+    horovodrun(1, [PYTHON, "-m", "hvd_dqn.train", f"--logdir={logdir}", "--env_id=CartPole-v1", "--num_envs=2",
+                   "--learning_starts=200", "--batch_size=32", "--train_frequency=4", "--hidden_sizes=32,32",
+                   "--total_env_steps=1000", "--checkpoint_interval_env_steps=1000", "--eval_interval_env_steps=0"],
+               timeout=300)
+    shared = pathlib.Path(tempfile.mkdtemp(prefix="hvd_dqn_export_"))  # not under pytest's root-only folder
+    shared.chmod(0o755)
+    old_mask = os.umask(0o022)
+    try:
+        python_module("hvd_dqn.export", [f"--logdir={logdir}", "--out=policies/cartpole"], timeout=300, cwd=shared)
+        python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=1", f"--video={shared / 'cp.gif'}"],
+                      timeout=300)
+        out = shared / "policies" / "cartpole"
+        files = [path for path in out.rglob("*") if path.is_file()] + [shared / "cp.gif"]
+        folders = [shared / "policies", out] + [path for path in out.rglob("*") if path.is_dir()]
+        assert (out / "saved_model.pb").exists() and len(files) >= 4
+        assert {stat.S_IMODE(path.stat().st_mode) for path in folders} == {0o755}
+        assert {stat.S_IMODE(path.stat().st_mode) for path in files} == {0o644}
+        if os.geteuid() == 0:
+            reader = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "cat", *map(str, files)]
+            assert subprocess.run(reader, stdout=subprocess.DEVNULL, timeout=60).returncode == 0
+    finally:
+        os.umask(old_mask)
+        shutil.rmtree(shared, ignore_errors=True)

@@ -61,6 +61,13 @@ def greedy_network(config: TrainConfig, network):
     return agent_class(config).q_values(network)
 
 
+def served_distribution(config: TrainConfig, network):
+    """The return's distribution an export serves beside the greedy policy (`interface.ServedDistribution`), for an
+    agent whose class learns one; None for the others (DQN, PQN, an agent that does not say)."""
+    serve = getattr(agent_class(config), "served_distribution", None)
+    return serve(config, network) if serve is not None else None
+
+
 def online_network(config: TrainConfig, spec, name: str = "online"):
     """A new network of the kind the agent's learner trains (a checkpoint's "online"), for envs of `spec`."""
     return agent_class(config).network(config, spec, name)

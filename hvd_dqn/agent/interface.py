@@ -37,6 +37,19 @@ class MemorySetting:
     remedies: List[str]
 
 
+@dataclasses.dataclass(frozen=True)
+class ServedDistribution:
+    """The return's distribution as an export serves it: `model` maps observations to `output` (B, actions,
+    points) of float32, sharing the network's weights with its noise off; `points` names what each of the last
+    axis's entries stands for (the atoms' returns, the quantiles' levels); `settings` the agent's settings that
+    shape it. An agent class that learns a distribution answers `served_distribution(config, network)` with it."""
+    model: object
+    output: str  # "quantiles" (returns at the levels in points) or "probabilities" (of the atoms in points)
+    description: str
+    points: Dict[str, List[float]]
+    settings: Dict[str, object]
+
+
 class AgentClass(Protocol):
     """What an agent's class (its registry entry's `implementation`) answers before any agent is built."""
 
@@ -54,6 +67,10 @@ class AgentClass(Protocol):
     def q_values(network):
         """A Keras model sharing `network`'s weights that maps observations to one Q-value per action (B,
         actions): what greedy acting, evaluation and export use."""
+
+    # Optional, for an agent that learns the return's distribution (the export's `distribution` signature):
+    # @staticmethod
+    # def served_distribution(config, network) -> ServedDistribution: ...
 
     @staticmethod
     def memory_bytes(config, spec, num_envs: int, capacity: int) -> int:

@@ -12,10 +12,11 @@ from hvd_dqn.logdir.checkpoint import (CheckpointNotFound, complete_checkpoints,
 from hvd_dqn.logdir.names import checkpoint_root
 
 
-def load_online_network(path: str, num_envs: int = 1, config=None):
+def load_online_network(path: str, num_envs: int = 1, config=None, greedy: bool = True):
     """(config, vector env of `num_envs` envs, online Q-network) of checkpoint folder `path`: the agent's network
     rebuilt from the config stored beside it (or `config`, already read from it), with the checkpoint's online
-    weights, as the agent's Q-values per action (its greedy policy's). Only what acting needs is read; the
+    weights, as the agent's Q-values per action (its greedy policy's; greedy=False: the network as the learner
+    trained it, e.g. a distributional agent's quantiles or logits). Only what acting needs is read; the
     optimizer and target network in the file are skipped. Weights that do not read back raise _Damaged (the env
     is closed then). The caller closes the env."""
     import tensorflow as tf
@@ -32,10 +33,10 @@ def load_online_network(path: str, num_envs: int = 1, config=None):
     except Exception as error:  # TensorFlow reports damaged files with several error types
         env.close()
         raise _Damaged(typed_first_line(error)) from None
-    return config, env, greedy_network(config, online)
+    return config, env, greedy_network(config, online) if greedy else online
 
 
-def load_named_checkpoint(logdir: Optional[str], explicit: Optional[str], num_envs: int = 1):
+def load_named_checkpoint(logdir: Optional[str], explicit: Optional[str], num_envs: int = 1, greedy: bool = True):
     """(path, config, vector env, online Q-network, counters) of the checkpoint a command line names
     (--checkpoint, else the newest under --logdir), for the commands that act with a trained network
     (evaluate, export). A --checkpoint that does not read back is a CheckpointNotFound naming it and the
@@ -46,7 +47,7 @@ def load_named_checkpoint(logdir: Optional[str], explicit: Optional[str], num_en
     if explicit or is_remote(logdir):  # one checkpoint (a stored run's newest is fetched alone)
         path = resolve(logdir, explicit)
         try:
-            return (path,) + _load_for_acting(path, num_envs)
+            return (path,) + _load_for_acting(path, num_envs, greedy)
         except _Damaged as damage:
             flag = f"--checkpoint={explicit}" if explicit else f"--logdir={logdir}: its newest checkpoint {path}"
             raise CheckpointNotFound(f"{flag}: damaged, it does not load ({damage})") from None
@@ -54,7 +55,7 @@ def load_named_checkpoint(logdir: Optional[str], explicit: Optional[str], num_en
     candidates = complete_checkpoints(logdir)[::-1]
     for path in candidates:
         try:
-            return (path,) + _load_for_acting(path, num_envs)
+            return (path,) + _load_for_acting(path, num_envs, greedy)
         except _Damaged as damage:
             from absl import logging
 
@@ -67,7 +68,7 @@ class _Damaged(Exception):
     """A checkpoint's files do not read back; the message is the first line of what failed."""
 
 
-def _load_for_acting(path: str, num_envs: int):
+def _load_for_acting(path: str, num_envs: int, greedy: bool = True):
     """(config, env, online, counters) of checkpoint folder `path`; _Damaged if one of its files does not read
     back (an env that cannot be made is not damage, and raises as it would)."""
     from hvd_dqn.config import TrainConfig
@@ -77,4 +78,4 @@ def _load_for_acting(path: str, num_envs: int):
         counters = read_counters(path)
     except (OSError, ValueError, TypeError) as error:
         raise _Damaged(typed_first_line(error)) from None
-    return load_online_network(path, num_envs, config) + (counters,)
+    return load_online_network(path, num_envs, config, greedy) + (counters,)

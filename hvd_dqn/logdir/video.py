@@ -16,6 +16,7 @@ from typing import List
 import numpy as np
 
 from hvd_dqn.envs import ATARI_FRAME_SKIP, AtariVectorEnvAdapter, atari_game, atari_settings, env_seeds
+from hvd_dqn.logdir.modes import as_if_made_here
 
 VIDEO_FORMATS = (".mp4", ".gif")
 ATARI_SCREEN = (210, 160)  # height, width of the ALE screen
@@ -130,6 +131,7 @@ def write_video(path: str, frames: List[np.ndarray], frames_per_second: float) -
                                     pixelformat="yuv420p", macro_block_size=1) as writer:
                 for frame in frames:
                     writer.append_data(_even_sides(np.asarray(frame, dtype=np.uint8)))
+        as_if_made_here(temporary)  # mkstemp's 0600 would keep it from a viewer of another user
         os.replace(temporary, path)
     finally:
         if os.path.exists(temporary):

@@ -70,3 +70,51 @@ def test_two_ranks_train_one_model_resume_exactly_evaluate_and_export(tmp_path, 
     served = serve(observation=tf.constant(observation))
     np.testing.assert_allclose(served["q_values"].numpy(), q_network(observation).numpy(), rtol=1e-5, atol=1e-5)
     assert served["q_values"].shape == (64, 2)  # one value per action: the distribution's mean
+    _assert_the_distribution_is_served(out, agent, observation, served["q_values"].numpy())
+
+
+# Loads an export as a serving process would, in a process of its own without hvd_dqn: the distribution signature
+# and the policy file, read as they are written.
+SERVE_DISTRIBUTION = """
+import json, sys
+import numpy as np
+import tensorflow as tf
+folder = sys.argv[1]
+observation = np.load(sys.argv[2])
+served = tf.saved_model.load(folder).signatures["distribution"](observation=tf.constant(observation))
+np.savez(sys.argv[3], **{name: value.numpy() for name, value in served.items()})
+"""
+
+
+def _assert_the_distribution_is_served(out, agent, observation, q_values):
+    """The export's `distribution` signature, in a fresh process: the greedy actions and Q-values of
+    `serving_default`, and the distribution whose mean they are (quantiles at their levels, or the atoms'
+    probabilities over the support the policy file lists); the policy file names the agent and its settings."""
+    import subprocess
+
+    info = json.loads((out / "hvd_dqn_policy.json").read_text())
+    inputs, outputs = out.parent / "observation.npy", out.parent / "served.npz"
+    np.save(inputs, observation)
+    subprocess.run([PYTHON, "-c", SERVE_DISTRIBUTION, str(out), str(inputs), str(outputs)], check=True, timeout=300,
+                   env={"PATH": "/usr/bin:/bin", "TF_CPP_MIN_LOG_LEVEL": "2", "TF_USE_LEGACY_KERAS": "1"})
+    served = dict(np.load(outputs))
+    np.testing.assert_allclose(served["q_values"], q_values, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(served["actions"], q_values.argmax(axis=1))
+    signature = info["signatures"]["distribution"]
+    expected_agent = {"qrdqn": "qrdqn", "iqn": "iqn", "rainbow": "c51"}[agent]
+    assert info["agent"] == expected_agent and info["signatures"]["serving_default"]["outputs"]["actions"]
+    if expected_agent == "c51":
+        probabilities, support = served["probabilities"], np.asarray(signature["points"]["support"])
+        assert probabilities.shape == (64, 2, 11) and info["agent_settings"]["num_atoms"] == 11
+        assert info["agent_settings"]["noisy_nets"] is True and info["agent_settings"]["dueling"] is True
+        np.testing.assert_allclose(probabilities.sum(axis=-1), 1.0, rtol=1e-5)
+        np.testing.assert_allclose((probabilities * support).sum(axis=-1), q_values, rtol=1e-4, atol=1e-4)
+        assert support[0] == -support[-1] == -info["agent_settings"]["v_max"]
+    else:
+        quantiles, levels = served["quantiles"], np.asarray(signature["points"]["levels"])
+        count = {"qrdqn": 8, "iqn": 4}[agent]  # --num_quantiles, or IQN's --num_quantile_samples greedy levels
+        assert quantiles.shape == (64, 2, count) and len(levels) == count
+        np.testing.assert_allclose(levels, (2 * np.arange(count) + 1) / (2 * count))
+        np.testing.assert_allclose(quantiles.mean(axis=-1), q_values, rtol=1e-5, atol=1e-5)
+        setting = {"qrdqn": "num_quantiles", "iqn": "num_quantile_samples"}[agent]
+        assert info["agent_settings"][setting] == count

@@ -7,7 +7,8 @@ from __future__ import annotations
 import tensorflow as tf
 
 from hvd_dqn.agent.c51.learner import CategoricalLearner, expected_values, support_of
-from hvd_dqn.agent.dqn.agent import DQNAgent
+from hvd_dqn.agent.dqn.agent import DQNAgent, noise_off
+from hvd_dqn.agent.interface import ServedDistribution
 from hvd_dqn.agent.networks import Head, q_network_for
 from hvd_dqn.config import TrainConfig
 
@@ -32,3 +33,18 @@ class C51Agent(DQNAgent):
         expectation = tf.keras.layers.Lambda(lambda logits: expected_values(logits, network.support), name="q_values",
                                              dtype="float32")
         return tf.keras.Model(model.inputs, expectation(model.outputs[0]), name=f"{network.name}_q_values")
+
+    @staticmethod
+    def served_distribution(config: TrainConfig, network: tf.keras.Model) -> ServedDistribution:
+        """Each action's probabilities of the --num_atoms atoms (B, actions, atoms), the softmax of its logits."""
+        model = noise_off(network)
+        softmax = tf.keras.layers.Lambda(lambda logits: tf.nn.softmax(tf.cast(logits, tf.float32), axis=-1),
+                                         name="probabilities", dtype="float32")
+        return ServedDistribution(
+            model=tf.keras.Model(model.inputs, softmax(model.outputs[0]), name=f"{network.name}_probabilities"),
+            output="probabilities",
+            description=f"float32 (B, num_actions, {config.num_atoms}): each action's probability of the returns "
+                        "in points.support",
+            points={"support": [float(atom) for atom in network.support]},
+            settings={"num_atoms": config.num_atoms, "v_min": float(network.support[0]),
+                      "v_max": float(network.support[-1])})

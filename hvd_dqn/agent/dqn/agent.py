@@ -44,6 +44,12 @@ def draws_ahead(config: TrainConfig, update_on_gpu: bool) -> bool:
     return config.draw_ahead == "on" or (config.draw_ahead == "auto" and update_on_gpu)
 
 
+def noise_off(network):
+    """`network` as a model of the observations alone: a noisy network with its noise off (its layers' means),
+    any other as it is. What greedy acting outside training (evaluation, export) reads."""
+    return without_noise(network) if is_noisy(network) else network
+
+
 class DQNAgent(AgentBase):
     """A rank's DQN: the replay memory, the learner, the minibatch stream (its own RNG, so acting's draws never
     move it) and the env steps stored since the last update (fewer than one update's worth; checkpointed).
@@ -102,7 +108,7 @@ class DQNAgent(AgentBase):
     def q_values(cls, network):
         """Q(s, a) as a model of the observations alone, sharing `network`'s weights; a noisy network's with its
         noise off (the greedy policy of evaluation and export)."""
-        return cls.q_values_of(without_noise(network) if is_noisy(network) else network, network)
+        return cls.q_values_of(noise_off(network), network)
 
     @staticmethod
     def q_values_of(model, network):

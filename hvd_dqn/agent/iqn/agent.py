@@ -7,8 +7,9 @@ from __future__ import annotations
 import tensorflow as tf
 
 from hvd_dqn.agent.dqn.agent import DQNAgent
+from hvd_dqn.agent.interface import ServedDistribution
 from hvd_dqn.agent.iqn.learner import ImplicitQuantileLearner
-from hvd_dqn.agent.iqn.network import build_implicit_quantile_network, mean_at_levels
+from hvd_dqn.agent.iqn.network import build_implicit_quantile_network, mean_at_levels, quantiles_at_levels
 from hvd_dqn.agent.qrdqn.learner import quantile_midpoints
 from hvd_dqn.config import TrainConfig
 
@@ -28,3 +29,15 @@ class IQNAgent(DQNAgent):
     @staticmethod
     def q_values(network: tf.keras.Model) -> tf.keras.Model:
         return mean_at_levels(network, network.greedy_levels)
+
+    @staticmethod
+    def served_distribution(config: TrainConfig, network: tf.keras.Model) -> ServedDistribution:
+        """The quantile function at the --num_quantile_samples levels greedy acting averages (B, actions, K)."""
+        levels = network.greedy_levels
+        return ServedDistribution(
+            model=quantiles_at_levels(network, levels), output="quantiles",
+            description=f"float32 (B, num_actions, {len(levels)}): each action's return at the levels in "
+                        "points.levels",
+            points={"levels": [float(level) for level in levels]},
+            settings={"num_quantile_samples": config.num_quantile_samples,
+                      "quantile_embedding_dim": config.quantile_embedding_dim})

@@ -36,9 +36,22 @@ def build_implicit_quantile_network(config, spec, name: str, embedding_dim: int)
 def mean_at_levels(network: tf.keras.Model, levels: np.ndarray) -> tf.keras.Model:
     """Q(s, a) as the mean of Z at the fixed `levels`, a model of the observations alone sharing `network`'s
     weights."""
+    observation, values = _at_levels(network, levels)
+    q_values = tf.keras.layers.Lambda(lambda z: tf.reduce_mean(z, axis=1), name="q_values", dtype="float32")(values)
+    return tf.keras.Model(observation, q_values, name=f"{network.name}_q_values")
+
+
+def quantiles_at_levels(network: tf.keras.Model, levels: np.ndarray) -> tf.keras.Model:
+    """Z at the fixed `levels` as (B, actions, levels), a model of the observations alone sharing `network`'s
+    weights: the quantile function an export serves."""
+    observation, values = _at_levels(network, levels)
+    by_action = tf.keras.layers.Lambda(lambda z: tf.transpose(z, [0, 2, 1]), name="quantiles", dtype="float32")(values)
+    return tf.keras.Model(observation, by_action, name=f"{network.name}_quantiles")
+
+
+def _at_levels(network: tf.keras.Model, levels: np.ndarray):
+    """(observations input, Z at `levels` (B, levels, actions)) of `network` with its levels fixed."""
     observation = network.inputs[0]
     taus = tf.keras.layers.Lambda(
         lambda batch: tf.tile(tf.constant(levels[None], tf.float32), [tf.shape(batch)[0], 1]), name="levels")(observation)
-    values = network([observation, taus])
-    q_values = tf.keras.layers.Lambda(lambda z: tf.reduce_mean(z, axis=1), name="q_values", dtype="float32")(values)
-    return tf.keras.Model(observation, q_values, name=f"{network.name}_q_values")
+    return observation, network([observation, taus])

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from hvd_dqn.agent.dqn.agent import DQNAgent
+from hvd_dqn.agent.dqn.agent import DQNAgent, noise_off
+from hvd_dqn.agent.interface import ServedDistribution
 from hvd_dqn.agent.networks import Head, q_network_for
-from hvd_dqn.agent.qrdqn.learner import QuantileLearner
+from hvd_dqn.agent.qrdqn.learner import QuantileLearner, quantile_midpoints
 from hvd_dqn.config import TrainConfig
 
 
@@ -29,3 +30,15 @@ class QRDQNAgent(DQNAgent):
         mean = tf.keras.layers.Lambda(lambda quantiles: tf.reduce_mean(quantiles, axis=-1), name="q_values",
                                       dtype="float32")
         return tf.keras.Model(model.inputs, mean(model.outputs[0]), name=f"{network.name}_q_values")
+
+    @staticmethod
+    def served_distribution(config: TrainConfig, network: tf.keras.Model) -> ServedDistribution:
+        """Each action's --num_quantiles quantiles (B, actions, N), at the levels (2i + 1) / 2N they estimate."""
+        model = noise_off(network)
+        levels = quantile_midpoints(config.num_quantiles)
+        return ServedDistribution(
+            model=model, output="quantiles",
+            description=f"float32 (B, num_actions, {config.num_quantiles}): each action's return at the levels "
+                        "in points.levels",
+            points={"levels": [float(level) for level in levels]},
+            settings={"num_quantiles": config.num_quantiles})

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Optional, Tuple
+from typing import Iterable, Optional, Tuple
 
 from hvd_dqn.agent import registry
 from hvd_dqn.logdir import storage
@@ -44,7 +44,8 @@ class TrainConfig:
     # return) or "pqn" (Gallici et al. 2024, arXiv:2407.04811): no replay memory and no target network; every
     # rollout_steps steps of its envs a rank computes Q(lambda) returns over the rollout it collected and learns
     # from it for update_epochs passes of num_minibatches minibatches, then collects the next. Each agent owns
-    # the settings only it reads (its registry entry); another agent's, changed from its default, is refused.
+    # the settings only it reads (its registry entry); another agent's, given or changed from its default, is
+    # refused.
     agent: str = "dqn"
 
     # Environment.
@@ -225,11 +226,13 @@ def _require(condition: bool, flag: str, value, allowed: str) -> None:
         raise ConfigError(f"--{flag}={value}: {allowed}")
 
 
-def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainConfig:
+def validate(config: TrainConfig, check_logdir_writable: bool = True, given: Iterable[str] = ()) -> TrainConfig:
     """Raises ConfigError for the first invalid setting; returns the config unchanged otherwise.
 
     `check_logdir_writable` is true only on the rank that writes (rank 0): it creates the log folder if
-    needed and proves it can write there, so a bad path fails before any training time is spent.
+    needed and proves it can write there, so a bad path fails before any training time is spent. `given`: the
+    settings the user named (on the command line, in a flagfile, as keywords), whatever their values: one that
+    only other agents read is refused even at its default, where a user would believe it was used.
     """
     positive_ints = (
         "num_envs", "total_env_steps", "learning_starts", "train_frequency", "target_update_period",
@@ -275,7 +278,8 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     for name, allowed in choices:
         value = getattr(config, name)
         _require(value in allowed, name, value, f"must be one of {', '.join(allowed)}")
-    _check_agent(config)  # before the replay memory's relations, which would name a setting an agent does not use
+    # Before the replay memory's relations, which would name a setting an agent does not use.
+    _check_agent(config, given)
     if config.learning_rate_end is not None:
         _require(config.learning_rate_end >= 0.0, "learning_rate_end", config.learning_rate_end,
                  "must be a number >= 0")
@@ -329,16 +333,17 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True) -> TrainCo
     return config
 
 
-def _check_agent(config: TrainConfig) -> None:
-    """The agent is registered; no setting that only other agents read is changed from its default (the
-    entries' ownership, `registry.settings_problem`); the agent's own checks pass."""
+def _check_agent(config: TrainConfig, given: Iterable[str] = ()) -> None:
+    """The agent is registered; no setting that only other agents read is given or changed from its default
+    (the entries' ownership, `registry.settings_problem`); the agent's own checks pass."""
     try:
         registry.entry(config.agent)
     except registry.UnknownAgent as error:
         raise ConfigError(str(error)) from None
     defaults = TrainConfig()
+    given = set(given)
     changed = {field.name: getattr(config, field.name) for field in dataclasses.fields(TrainConfig)
-               if getattr(config, field.name) != getattr(defaults, field.name)}
+               if field.name in given or getattr(config, field.name) != getattr(defaults, field.name)}
     problem = registry.settings_problem(config.agent, changed)
     if problem:
         raise ConfigError(problem)

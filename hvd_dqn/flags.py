@@ -10,6 +10,7 @@ import dataclasses
 
 from absl import flags
 
+from hvd_dqn.cli import flag_error_text
 from hvd_dqn.config import ConfigError, TrainConfig, validate
 
 _DEFAULTS = TrainConfig()
@@ -240,8 +241,7 @@ def agent_help() -> str:
     from hvd_dqn.agent import registry
 
     agents = " ".join(f"{entry.name}: {entry.summary}" for entry in registry.entries())
-    return (f"The algorithm. {agents} A setting that only other agents read is refused unless it keeps its "
-            "default.")
+    return (f"The algorithm. {agents} A setting that only other agents read is refused, whatever its value.")
 
 
 def flag_help(name: str) -> str:
@@ -276,6 +276,11 @@ def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
             flags.DEFINE_string(field.name, default, help_text, flag_values=flag_values)
 
 
+def given_settings(flag_values=flags.FLAGS) -> frozenset:
+    """The settings named on the command line or in a flagfile, whatever their values."""
+    return frozenset(field.name for field in dataclasses.fields(TrainConfig) if flag_values[field.name].present)
+
+
 def config_from_flags(flag_values=flags.FLAGS, check_logdir_writable: bool = True) -> TrainConfig:
     """Builds and validates the config from parsed flags; raises ConfigError naming the bad flag."""
     values = {}
@@ -289,20 +294,26 @@ def config_from_flags(flag_values=flags.FLAGS, check_logdir_writable: bool = Tru
                     f"--hidden_sizes={','.join(value)}: must be a comma-separated list of positive "
                     "layer widths, e.g. 256,256") from None
         values[field.name] = value
-    return validate(TrainConfig(**values), check_logdir_writable=check_logdir_writable)
+    return validate(TrainConfig(**values), check_logdir_writable=check_logdir_writable,
+                    given=given_settings(flag_values))
 
 
 def config_of_runs(program: str, flagfile: str, run_flags) -> TrainConfig:
     """The config `hvd_dqn.train --flagfile=FLAGFILE RUN_FLAGS...` would train with, parsed apart from this
     process's own flags: tools that start training runs (the scaling study, the worker benchmark) check their
     runs' flags with it before any run starts. Raises ConfigError naming a bad flag."""
+    return config_and_given_of_runs(program, flagfile, run_flags)[0]
+
+
+def config_and_given_of_runs(program: str, flagfile: str, run_flags):
+    """`config_of_runs`'s config and the settings the flagfile and RUN_FLAGS name (`given_settings`)."""
     flag_values = flags.FlagValues()
     define_flags(flag_values)
     try:
         flag_values([program, f"--flagfile={flagfile}", *run_flags])
     except flags.Error as error:
-        raise ConfigError(str(error).replace("ERROR:: ", "")) from None
-    return config_from_flags(flag_values, check_logdir_writable=False)
+        raise ConfigError(flag_error_text(error)) from None
+    return config_from_flags(flag_values, check_logdir_writable=False), given_settings(flag_values)
 
 
 def split_run_flags(argv):

@@ -38,14 +38,20 @@ class Runner:
     """One experiment: a config, trained, resumed and evaluated in this process."""
 
     def __init__(self, config: Optional[TrainConfig] = None, **settings):
-        self.config = _with_settings(config or TrainConfig(), settings)
+        # The settings named so far (the flagfile's, the keywords'): another agent's is refused at any value.
+        self._given = frozenset(settings)
+        self.config = _with_settings(config or TrainConfig(), settings, given=self._given)
 
     @classmethod
     def from_flagfile(cls, flagfile: str, **settings) -> "Runner":
         """The config a flagfile (e.g. configs/cartpole.flags) gives the command line, with `settings` over it."""
-        from hvd_dqn.flags import config_of_runs
+        from hvd_dqn.flags import config_and_given_of_runs
 
-        return cls(config_of_runs("hvd_dqn.runner", flagfile, []), **settings)
+        config, given = config_and_given_of_runs("hvd_dqn.runner", flagfile, [])
+        runner = cls(config)
+        runner._given = given | frozenset(settings)
+        runner.config = _with_settings(config, settings, given=runner._given)
+        return runner
 
     def train(self, **settings) -> TrainResult:
         """Trains from the start (or, with resume=True, from the newest checkpoint) to total_env_steps; returns
@@ -57,7 +63,8 @@ class Runner:
         from hvd_dqn.run.trainer import Trainer
 
         rank = horovod_setup.launcher_rank()
-        self.config = _with_settings(self.config, settings, check_logdir_writable=rank == 0)
+        self._given = self._given | frozenset(settings)
+        self.config = _with_settings(self.config, settings, check_logdir_writable=rank == 0, given=self._given)
         logging.set_verbosity(logging.INFO if rank == 0 else logging.WARNING)
         counters = Trainer(self.config).run()
         return TrainResult(counters.env_steps, counters.updates, counters.episodes, counters.wall_s,
@@ -76,15 +83,18 @@ class Runner:
         return evaluate_checkpoint(self.config.logdir, checkpoint, episodes, epsilon, seed, video)
 
 
-def _with_settings(config: TrainConfig, settings: dict, check_logdir_writable: bool = False) -> TrainConfig:
-    """`config` with `settings` (flag names) over it, validated; ConfigError names an unknown or bad one."""
+def _with_settings(config: TrainConfig, settings: dict, check_logdir_writable: bool = False,
+                   given=()) -> TrainConfig:
+    """`config` with `settings` (flag names) over it, validated (`given`: the settings the user named);
+    ConfigError names an unknown or bad one."""
     known = {field.name for field in dataclasses.fields(TrainConfig)}
     unknown = sorted(set(settings) - known)
     if unknown:
         raise ConfigError(f"--{unknown[0]}: not a setting of hvd_dqn.train (see python -m hvd_dqn.train --help)")
     if "hidden_sizes" in settings:
         settings = dict(settings, hidden_sizes=tuple(settings["hidden_sizes"]))
-    return validate(dataclasses.replace(config, **settings), check_logdir_writable=check_logdir_writable)
+    return validate(dataclasses.replace(config, **settings), check_logdir_writable=check_logdir_writable,
+                    given=given)
 
 
 def evaluate_checkpoint(logdir: Optional[str], explicit: Optional[str], episodes: int, epsilon: Optional[float],

@@ -12,6 +12,7 @@ import time
 
 from absl import app, flags, logging
 
+from hvd_dqn.cli import flag_error_text
 from hvd_dqn.config import ConfigError
 from hvd_dqn.flags import config_from_flags, define_flags, short_help
 from hvd_dqn.logdir.checkpoint import CheckpointError
@@ -42,7 +43,7 @@ def parse_flags(argv):
     try:
         return flags.FLAGS(argv)
     except flags.Error as error:
-        fail(str(error).replace("ERROR:: ", ""))
+        fail(flag_error_text(error))
 
 
 def main(argv) -> None:

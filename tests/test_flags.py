@@ -26,7 +26,10 @@ def _error_line(result):
     (["--hidden_sizes=64,x"], "hvd_dqn.train: error: --hidden_sizes=64,x: must be a comma-separated list"),
     (["--batch_size=abc"], "hvd_dqn.train: error: flag --batch_size=abc: invalid literal for int()"),
     (["--no_such_flag=1"], "hvd_dqn.train: error: Unknown command line flag 'no_such_flag'"),
-    (["--flagfile=/nonexistent/x.flags"], "hvd_dqn.train: error: Unable to open flagfile"),
+    (["--flagfile=/nonexistent/x.flags"], "hvd_dqn.train: error: --flagfile=/nonexistent/x.flags: no such file; the "
+                                          "presets in configs/ are atari_smoke.flags, breakout.flags, "),
+    (["--flagfile=configs/cartpol.flags"], "hvd_dqn.train: error: --flagfile=configs/cartpol.flags: no such file; did "
+                                           "you mean configs/cartpole.flags? the presets in configs/ are "),
     (["--pipeline_lead_env_steps=-2"], "hvd_dqn.train: error: --pipeline_lead_env_steps=-2: must be an integer >= 0 "
                                        "(env steps of the job), or -1 for two updates' worth"),
     (["--pipeline=yes"], "hvd_dqn.train: error: --pipeline=yes: must be one of auto, on, off"),
@@ -69,6 +72,26 @@ def test_under_horovodrun_only_rank_0_reports(tmp_path):
                 if line.startswith(("[0]", "[1]")) and "Traceback" in line]
     # Nor does the launcher's own import of TensorFlow (the venv's hvd_dqn_quiet_tensorflow.pth, scripts/setup.sh).
     assert "Unable to register" not in result.stdout + result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("launcher", ["horovodrun", "mpirun"])
+def test_a_bare_open_mpi_launcher_told_to_keep_quiet_prints_the_one_line(tmp_path, launcher):
+    """docs/clusters.md: under `OMPI_MCA_orte_execute_quiet=1` a bare `horovodrun -np 2` (Open MPI) or `mpirun -np 2`
+    prints rank 0's line alone for a bad setting, exit code 2; without it the launcher adds its own account."""
+    from conftest import _horovodrun, environment, run
+
+    launch = {"horovodrun": [_horovodrun(), "-np", "2", "--mpi"], "mpirun": ["mpirun", "-np", "2"]}[launcher]
+    command = [*launch, PYTHON, "-m", "hvd_dqn.train", "--flagfile=configs/cartpole.flags", "--learning_starts=999999",
+               f"--logdir={tmp_path / 'run'}"]
+    expected = ("hvd_dqn.train: error: --learning_starts=999999: must be <= --replay_capacity=100000 (both count "
+                "transitions: the job's, or each rank's with --counts_per_rank or --elastic)")
+    loud = run(command, timeout=180, check=False)
+    with environment(OMPI_MCA_orte_execute_quiet="1"):
+        quiet = run(command, timeout=180, check=False)
+    lines = [line for line in (quiet.stdout + quiet.stderr).splitlines() if line.strip()]
+    assert quiet.returncode == 2 and len(lines) == 1 and lines[0].endswith(expected), quiet.stdout + quiet.stderr
+    assert loud.returncode == 2 and expected in loud.stderr and len((loud.stdout + loud.stderr).splitlines()) > 5
+    assert not (tmp_path / "run" / "config.json").exists()
 
 
 @pytest.mark.parametrize("np_, flags, expected", [
@@ -128,6 +151,21 @@ def test_resume_with_another_network_is_refused(tmp_path):
                            timeout=120, check=False)
     assert _error_line(result).endswith("was written with --hidden_sizes=(32,) (this run: (64, 64)); use another "
                                         "--logdir or the same settings")
+
+
+def test_resuming_another_agents_run_names_the_agent_not_the_settings_only_one_of_them_read(tmp_path):
+    """A C51 run resumed with the QR-DQN preset differs in --agent; its 51 atoms and the preset's 10 quantiles are
+    settings neither run shares, so the line does not name them. The run's files are left as they were."""
+    from hvd_dqn.logdir import checkpoint
+
+    saved = TrainConfig(logdir=str(tmp_path), agent="c51", num_atoms=51, hidden_sizes=(256, 256), double_dqn=True)
+    checkpoint.save(str(tmp_path), {}, {"env_steps": 100, "episodes": 1, "updates": 1}, saved.to_json(), keep=1)
+    before = sorted((path.name, path.stat().st_mtime_ns) for path in tmp_path.rglob("*"))
+    result = python_module("hvd_dqn.train", ["--flagfile=configs/cartpole_qrdqn.flags", f"--logdir={tmp_path}",
+                                             "--resume"], timeout=120, check=False)
+    assert _error_line(result).endswith("was written with --agent='c51' (this run: 'qrdqn'); use another --logdir "
+                                        "or the same settings")
+    assert sorted((path.name, path.stat().st_mtime_ns) for path in tmp_path.rglob("*")) == before
 
 
 def test_resume_in_the_other_rank_scaling_mode_is_refused(tmp_path):

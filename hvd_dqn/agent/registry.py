@@ -37,8 +37,8 @@ class AgentEntry:
     """One agent as the registry knows it.
 
     `settings`: the TrainConfig settings this agent reads that some other agent does not (name -> what it is for,
-    e.g. "replay_capacity": "the replay memory"). A setting owned by other agents and not by this one must keep
-    its default when this one trains, or the check names it (`settings_problem`). `without_them` says, after
+    e.g. "replay_capacity": "the replay memory"). A setting owned by other agents and not by this one must be left
+    out when this one trains, or the check names it (`settings_problem`). `without_them` says, after
     "--agent=NAME", why the others' settings mean nothing to it. `checks`: "module:function" of a function that
     raises hvd_dqn.config.ConfigError for a bad value of this agent's own settings; `setting_help`: --help texts of
     settings only this agent has; `shapes_checkpoint`: its settings that a resumed run must keep;
@@ -58,6 +58,9 @@ class AgentEntry:
     # Its settings that decide the shapes of what its checkpoint holds: a resumed run must agree on them.
     shapes_checkpoint: Tuple[str, ...] = ()
     update_metrics: Tuple[str, ...] = ()
+    # Names users know it by that are not --agent names (e.g. "rainbow" for C51 with Dopamine's Rainbow preset),
+    # each with the line an unknown --agent of that name answers with.
+    known_as: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
         if self.memory not in MEMORIES:
@@ -82,10 +85,19 @@ def register(entry: AgentEntry) -> AgentEntry:
 
 
 def entry(name: str) -> AgentEntry:
-    """The entry of --agent=`name`; UnknownAgent, one line naming the known agents, if there is none."""
+    """The entry of --agent=`name`; UnknownAgent, one line naming the known agents, if there is none: where an
+    agent is known by that name (`known_as`), how to train it; else the closest name, if one is close."""
+    import difflib
+
     _load()
     if name not in _entries:
-        raise UnknownAgent(f"--agent={name}: unknown agent; the agents are {', '.join(_entries)}")
+        for known in _entries.values():
+            for alias, how in known.known_as.items():
+                if name.lower().replace("-", "").replace("_", "") == alias:
+                    raise UnknownAgent(f"--agent={name}: not an agent of its own; {how}")
+        close = difflib.get_close_matches(name.lower(), list(_entries), n=1, cutoff=0.5)
+        hint = f"did you mean --agent={close[0]}? " if close else ""
+        raise UnknownAgent(f"--agent={name}: unknown agent; {hint}the agents are {', '.join(_entries)}")
     return _entries[name]
 
 
@@ -107,8 +119,8 @@ def checks(name: str) -> Optional[Callable]:
 
 
 def settings_problem(name: str, changed: Mapping[str, object]) -> Optional[str]:
-    """For --agent=`name` and the settings `changed` from their defaults (name -> value as given): the one line
-    naming the first that only other agents read, or None."""
+    """For --agent=`name` and the settings the user gave or changed from their defaults (name -> value): the one
+    line naming the first that only other agents read, or None."""
     chosen = entry(name)
     for setting, value in changed.items():
         if setting in chosen.settings:

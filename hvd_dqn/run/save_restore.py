@@ -337,7 +337,14 @@ def incompatibility(config: TrainConfig, saved: TrainConfig):
     """Why `saved`'s checkpoint cannot be resumed by `config`, or None if it can."""
     from hvd_dqn.agent import registry
 
-    shaping = _CHECKPOINT_SHAPING_SETTINGS + registry.entry(config.agent).shapes_checkpoint
+    # An agent's own shaping settings count only where the saved run's agent read them too: a C51 run resumed as
+    # QR-DQN differs in --agent, not in a --num_quantiles it never had.
+    try:
+        saved_shaping = set(registry.entry(saved.agent).shapes_checkpoint)
+    except registry.UnknownAgent:
+        saved_shaping = set()  # an agent of a package not installed now: --agent alone differs
+    shaping = _CHECKPOINT_SHAPING_SETTINGS + tuple(name for name in registry.entry(config.agent).shapes_checkpoint
+                                                   if name in saved_shaping)
     differences = [f"--{name}={getattr(saved, name)!r} (this run: {getattr(config, name)!r})"
                    for name in shaping if getattr(saved, name) != getattr(config, name)]
     if differences:

@@ -13,7 +13,7 @@ import tensorflow as tf
 from hvd_dqn.agent import registry
 from hvd_dqn.logdir import checkpoint
 
-from conftest import REPO, environment, python_module
+from conftest import REPO, environment, python_module, train_error_line
 
 
 def test_the_built_in_agents_are_registered_with_what_they_learn_from():
@@ -23,9 +23,21 @@ def test_the_built_in_agents_are_registered_with_what_they_learn_from():
         == {"dqn": "replay", "qrdqn": "replay", "iqn": "replay", "c51": "replay", "pqn": "rollout"}
     assert registry.implementation("qrdqn").__name__ == "QRDQNAgent"
     assert registry.implementation("c51").__name__ == "C51Agent"
-    with pytest.raises(registry.UnknownAgent,
-                       match=r"^--agent=c52: unknown agent; the agents are dqn, qrdqn, iqn, c51, pqn"):
+    with pytest.raises(registry.UnknownAgent, match=r"^--agent=c52: unknown agent; did you mean --agent=c51\? the "
+                                                    r"agents are dqn, qrdqn, iqn, c51, pqn$"):
         registry.entry("c52")
+    with pytest.raises(registry.UnknownAgent, match=r"^--agent=xyz: unknown agent; the agents are dqn, qrdqn, iqn"):
+        registry.entry("xyz")
+
+
+@pytest.mark.parametrize("name", ["rainbow", "Rainbow"])
+def test_a_name_users_know_an_agent_by_says_how_to_train_it(name):
+    with pytest.raises(registry.UnknownAgent) as raised:
+        registry.entry(name)
+    assert str(raised.value) == (
+        f"--agent={name}: not an agent of its own; Dopamine's Rainbow is --agent=c51 with "
+        "configs/breakout_rainbow.flags (3-step returns and prioritised replay); add --noisy_nets --dueling "
+        "--double_dqn for Hessel et al.'s full Rainbow")
 
 
 def test_a_setting_is_refused_only_for_agents_that_do_not_own_it():
@@ -34,6 +46,38 @@ def test_a_setting_is_refused_only_for_agents_that_do_not_own_it():
     assert registry.settings_problem("pqn", {"double_dqn": True}) == (
         "--double_dqn=true: a setting of DQN, QR-DQN, IQN and C51 (the target network); --agent=pqn learns from each "
         "rollout without a replay memory or target network. Leave it out, or use --agent=dqn")
+
+
+@pytest.mark.parametrize("where", ["command line", "flagfile"])
+def test_another_agents_setting_is_refused_even_at_its_default(tmp_path, where):
+    """C51's 51 atoms typed for QR-DQN (its default, so the value alone cannot tell) would otherwise be taken
+    silently; named on the command line or in a flagfile, it is refused in one line and nothing is written."""
+    logdir = tmp_path / "run"
+    flags = ["--flagfile=configs/cartpole_qrdqn.flags", f"--logdir={logdir}"]
+    if where == "flagfile":
+        flagfile = tmp_path / "mine.flags"
+        flagfile.write_text("--flagfile=configs/cartpole_qrdqn.flags\n--num_atoms=51\n")
+        flags = [f"--flagfile={flagfile}", f"--logdir={logdir}"]
+    else:
+        flags.append("--num_atoms=51")
+    assert train_error_line(flags) == (
+        "hvd_dqn.train: error: --num_atoms=51: a setting of C51 (the return's categorical distribution); "
+        "--agent=qrdqn learns quantiles of the return with the quantile Huber loss (--kappa). Leave it out, or use "
+        "--agent=c51")
+    assert not (logdir / "config.json").exists()
+
+
+def test_the_runner_refuses_another_agents_setting_named_in_its_flagfile_or_keywords():
+    from hvd_dqn.config import ConfigError
+    from hvd_dqn.runner import Runner
+
+    with pytest.raises(ConfigError, match=r"^--num_quantiles=10: a setting of QR-DQN"):
+        Runner.from_flagfile("configs/cartpole_qrdqn.flags", agent="c51")
+    with pytest.raises(ConfigError, match=r"^--num_atoms=51: a setting of C51"):
+        Runner.from_flagfile("configs/cartpole_qrdqn.flags", num_atoms=51)
+    with pytest.raises(ConfigError, match=r"^--kappa=1.0: a setting of QR-DQN and IQN"):
+        Runner(agent="dqn", kappa=1.0)
+    assert Runner.from_flagfile("configs/cartpole_qrdqn.flags", kappa=1.0).config.kappa == 1.0  # its own: taken
 
 
 def test_an_entry_names_its_class_and_memory_properly_and_a_name_is_registered_once():

@@ -32,4 +32,7 @@ AGENT = AgentEntry(
     },
     shapes_checkpoint=("num_atoms", "dueling", "noisy_nets"),
     # the standard deviation of the return distribution of the actions taken, mean over the minibatch
-    update_metrics=("return_std",))
+    update_metrics=("return_std",),
+    known_as={"rainbow": "Dopamine's Rainbow is --agent=c51 with configs/breakout_rainbow.flags (3-step returns and "
+                         "prioritised replay); add --noisy_nets --dueling --double_dqn for Hessel et al.'s full "
+                         "Rainbow"})

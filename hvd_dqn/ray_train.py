@@ -250,6 +250,7 @@ def train_on_ray(config: TrainConfig):
     if config.elastic:
         _restore_ray_state_module(ray)
         _quiet_rendezvous_errors()
+        _patient_first_answer(ray)
         # Horovod's elastic driver asks Ray for the cluster's nodes, places up to --num_workers workers, and
         # after a worker fails re-forms the ring from the survivors on other nodes; the failed worker's node
         # is left out for the cool-down (all of it: on a one-node cluster the job ends).
@@ -273,6 +274,45 @@ def train_on_ray(config: TrainConfig):
     if errors:
         raise ConfigError(errors[0])
     return results[0]["counters"], signals.received
+
+
+# How long a new elastic worker may take to answer its first call (see `_patient_first_answer`): a worker process
+# started by Ray on a node busy with other work took 10 to 15 s here; a node that gives no answer in this time is
+# reported as failed.
+FIRST_ANSWER_S = 120.0
+# The fixed wait of horovod.ray's elastic executor (Horovod 0.28.1, horovod/ray/elastic_v2.py) for that answer.
+HOROVOD_FIRST_ANSWER_S = 10
+
+
+class _PatientFirstAnswer:
+    """The ray module as horovod.ray.elastic_v2 sees it, but for its wait for a new worker's first answer.
+
+    horovod.ray's elastic executor calls every worker it creates once, with `ray.get(ping, timeout=10)`, and ends
+    the job when the answer takes longer ("Ping failed - Get timed out"). A worker is a new process (Ray gives
+    each actor its own: processes warmed by earlier tasks are not reused), which starts Python and imports ray
+    and horovod.ray; with two training processes on this machine's 2 cores that took 10 to 15 s, and the test of
+    an elastic Ray job ended before training on every try. The figure is fixed in Horovod's code (no setting
+    reaches it), so the executor gets this stand-in for its module's `ray`, which waits FIRST_ANSWER_S where it
+    asked for HOROVOD_FIRST_ANSWER_S and passes everything else through unchanged."""
+
+    def __init__(self, ray):
+        self._ray = ray
+
+    def __getattr__(self, name):
+        return getattr(self._ray, name)
+
+    def get(self, refs, *args, timeout=None, **kwargs):
+        if timeout == HOROVOD_FIRST_ANSWER_S:
+            timeout = FIRST_ANSWER_S
+        return self._ray.get(refs, *args, timeout=timeout, **kwargs)
+
+
+def _patient_first_answer(ray) -> None:
+    """Gives horovod.ray's elastic executor `_PatientFirstAnswer` as its `ray`."""
+    from horovod.ray import elastic_v2
+
+    if not isinstance(elastic_v2.ray, _PatientFirstAnswer):
+        elastic_v2.ray = _PatientFirstAnswer(ray)
 
 
 def _quiet_rendezvous_errors() -> None:

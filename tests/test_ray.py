@@ -18,7 +18,7 @@ import pytest
 
 from hvd_dqn.logdir import checkpoint
 
-from conftest import REPO, environment, python_module, subprocess_env
+from conftest import REPO, environment, python_module, run, subprocess_env
 
 RAY = str(pathlib.Path(sys.executable).parent / "ray")
 TRAIN = [f"--flagfile={REPO / 'configs' / 'cartpole.flags'}", "--num_workers=2", "--eval_interval_env_steps=0",
@@ -126,6 +126,43 @@ def _updates_in_batch_mode(env_steps: int) -> int:
     job's loop steps 8 envs per rank (16 env steps) per iteration, making 4 updates where it crosses 2,000 (so
     totals that are multiples of 16 come out exact)."""
     return 4 + (env_steps - 2000) // 4
+
+
+# In a process of its own: importing hvd_dqn.ray_train defines hvd_dqn.train's flags.
+PATIENT_FIRST_ANSWER = """
+import inspect
+import horovod.ray.elastic_v2 as elastic_v2
+from hvd_dqn.ray_train import FIRST_ANSWER_S, HOROVOD_FIRST_ANSWER_S, _patient_first_answer
+
+# The wait it lengthens is still Horovod's: a release that changes it fails here, not in a user's job.
+assert f"ray.get(ping, timeout={HOROVOD_FIRST_ANSWER_S})" in inspect.getsource(elastic_v2), "Horovod's ping changed"
+
+class Ray:  # records the timeouts it is asked for
+    waits = []
+    exceptions = object()
+
+    def get(self, refs, timeout=None):
+        self.waits.append(timeout)
+        return refs
+
+ray = Ray()
+elastic_v2.ray = "unpatched"
+_patient_first_answer(ray)
+_patient_first_answer(ray)  # twice is once
+assert elastic_v2.ray.get("ping", timeout=HOROVOD_FIRST_ANSWER_S) == "ping"
+elastic_v2.ray.get("result", timeout=0.1)  # the executor's polling, untouched
+elastic_v2.ray.get("result")
+assert ray.waits == [FIRST_ANSWER_S, 0.1, None], ray.waits
+assert elastic_v2.ray.exceptions is Ray.exceptions  # the rest passes through
+print("ok")
+"""
+
+
+def test_the_elastic_executor_waits_longer_for_a_new_workers_first_answer():
+    """horovod.ray's elastic executor gives a new worker a fixed 10 s to answer its first call, which a worker
+    started on a busy node overran (the job ended before training); hvd_dqn lengthens that wait alone."""
+    result = run([sys.executable, "-c", PATIENT_FIRST_ANSWER], timeout=300)
+    assert result.stdout.strip() == "ok", result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("elastic", [False, True], ids=["static", "elastic"])

@@ -83,8 +83,8 @@ def horovodrun(np_: int, args, timeout: float = 600, controller: str = "gloo", c
     return run(command + [str(arg) for arg in args], timeout=timeout, check=check)
 
 
-def python_module(module: str, args, timeout: float = 600, check: bool = True):
-    return run([sys.executable, "-m", module] + [str(arg) for arg in args], timeout=timeout, check=check)
+def python_module(module: str, args, timeout: float = 600, check: bool = True, cwd=None):
+    return run([sys.executable, "-m", module] + [str(arg) for arg in args], timeout=timeout, check=check, cwd=cwd)
 
 
 # File-system calls, as strace prints them, that create, change or remove something.
@@ -150,22 +150,32 @@ def train_error_line(flags) -> str:
     return lines[0]
 
 
-def train_until_solved(preset, logdir, budget: int, target: float = 475, flags=()) -> dict:
-    """Trains `preset` (a --flagfile, with `flags` after it) into `logdir` and checks that its stop rule ended it
-    before `budget` env steps with the last 100 training episodes, as played, averaging at least `target`; returns
-    the counters."""
+# Where the CartPole presets of QR-DQN, IQN and C51 stand after LEARNS_ENV_STEPS env steps: the last 100 training
+# episodes average 248.8 to 264.9 in the presets' runs of results/cartpole_qrdqn (quantiles10_seed*), cartpole_iqn
+# (seed*) and cartpole_c51 (atoms201_seed*), seeds 0-2 each (random play: 22). The suite checks that much learning,
+# with room for another CPU's rounding. Whether a preset solves CartPole (475, at 54k to 124k env steps) is the
+# evidence in those folders: training every agent that far would take a slow machine's CI past its time.
+LEARNS_ENV_STEPS = 30_000
+LEARNS_RETURN = 200.0
+
+
+def train_and_check_learning(preset, logdir) -> None:
+    """Trains `preset` (a --flagfile) into `logdir` for LEARNS_ENV_STEPS env steps and checks that its last 100
+    training episodes, as played, average at least LEARNS_RETURN."""
     import csv
 
-    python_module("hvd_dqn.train", [f"--flagfile={preset}", f"--logdir={logdir}", *flags], timeout=1500)
+    python_module("hvd_dqn.train", [f"--flagfile={preset}", f"--logdir={logdir}",
+                                    f"--total_env_steps={LEARNS_ENV_STEPS}", "--eval_interval_env_steps=0",
+                                    "--checkpoint_interval_env_steps=0"], timeout=1500)
     from hvd_dqn.logdir import checkpoint
 
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
     with open(pathlib.Path(logdir) / "episodes.csv") as handle:
         played = [float(row["return"]) for row in csv.DictReader(handle)]
-    assert final["env_steps"] < budget and len(played) >= 100  # stopped by the target, not the budget
+    assert final["env_steps"] == LEARNS_ENV_STEPS and len(played) >= 100
     assert final["recent_returns"] == played[-100:]
-    assert sum(played[-100:]) / 100 >= target, (final["env_steps"], sum(played[-100:]) / 100)
-    return final
+    mean = sum(played[-100:]) / 100
+    assert mean >= LEARNS_RETURN, (final["env_steps"], mean)
 
 
 def assert_greedy_view_exports(q_network, network, observation, actions, folder) -> None:

@@ -12,7 +12,7 @@ from hvd_dqn.agent.networks import Head, build_mlp_q_network
 from hvd_dqn.agent.optimizers import make_optimizer
 from hvd_dqn.config import TrainConfig
 
-from conftest import REPO, assert_greedy_view_exports, train_error_line, train_until_solved
+from conftest import REPO, assert_greedy_view_exports, train_error_line, train_and_check_learning
 
 PRESET = f"--flagfile={REPO / 'configs' / 'cartpole_c51.flags'}"
 SUPPORT = categorical_support(5, -2.0, 2.0)  # atoms -2, -1, 0, 1, 2
@@ -146,10 +146,8 @@ def test_noisy_nets_are_refused_by_the_agents_whose_networks_have_none(tmp_path,
                            f"fully connected layers); --agent={agent}"), line
 
 
-def test_cartpole_c51_preset_is_solved_within_its_budget(tmp_path):
-    """Solved as gymnasium defines it: the last 100 training episodes, as played, average at least 475, within the
-    preset's budget of 150,000 env steps. The preset's seeds were solved at 61,552, 61,760 and 54,320 env steps
-    (results/cartpole_c51/, when evaluations still drew from training's random stream; seed 2 now at 54,280); the
-    test trains seed 2, the soonest, without the evaluations it does not judge, to keep the suite's time down."""
-    train_until_solved(REPO / "configs" / "cartpole_c51.flags", tmp_path / "run", budget=150_000,
-                       flags=["--seed=2", "--eval_interval_env_steps=0"])
+def test_cartpole_c51_preset_learns(tmp_path):
+    """The preset, seed 0, for 30,000 env steps: its last 100 training episodes, as played, average at least 200
+    (random play: 22; conftest.LEARNS_ENV_STEPS says where its runs in results/cartpole_c51/ stand then, and
+    that folder holds the runs that solve CartPole, 475, within the preset's budget)."""
+    train_and_check_learning(REPO / "configs" / "cartpole_c51.flags", tmp_path / "run")

@@ -100,7 +100,9 @@ def _figures_without_evidence(markdown: str, skip=()):
 RUN_ACCOUNTS = ("MinAtar: the runs", "Breakout under Dopamine's protocol: the run")
 
 
-@pytest.mark.parametrize("page, at_least", [("README.md", 25), ("docs/results.md", 100)])
+# at_least: about the figures each page quotes, so that a page whose sections stopped naming their evidence (and so
+# were checked against nothing) is noticed. The README is a short front door; docs/results.md has the tables.
+@pytest.mark.parametrize("page, at_least", [("README.md", 18), ("docs/results.md", 100)])
 def test_every_figure_is_in_the_results_its_section_names(page, at_least):
     checked, missing = _figures_without_evidence((REPO / page).read_text(), skip=RUN_ACCOUNTS)
     assert checked >= at_least and missing == []
@@ -301,3 +303,59 @@ def test_every_documented_command_answers_help():
         if result.returncode not in (0, 1) or "Traceback" in result.stderr or len(result.stdout) < 100:
             failed.append(f"{module}: exit {result.returncode}: {(result.stderr or result.stdout)[-300:]}")
     assert len(modules) >= 15 and failed == []
+
+
+def _reach_row(claim_start: str) -> str:
+    """The row of the README's "What it reaches" table whose claim starts with `claim_start`."""
+    section = README.split("## What it reaches", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith(f"| {claim_start}")]
+    assert len(rows) == 1, (claim_start, rows)
+    return rows[0]
+
+
+def _published_text(curve, window: int) -> str:
+    return f"{curve.mean(window):,.1f} [{curve.low(window):,.1f}, {curve.high(window):,.1f}]"
+
+
+def test_the_readmes_atari_rows_recompute_from_the_raw_episodes():
+    """Each Atari figure of "What it reaches" from its runs' episodes.csv (`reports.suite`, Dopamine's windows) and
+    the published curves it is set against, so a change of either fails here until the text follows."""
+    from hvd_dqn.baselines import dopamine_curve
+    from hvd_dqn.reports.suite import run_summary, suite
+
+    runs = sorted(str(path) for path in (REPO / "results" / "atari").glob("*_qrdqn_seed0"))
+    result = suite(runs)
+    tally = result["agents"]["QR-DQN"]
+    assert tally["games"] == 6
+    assert (f"above Dopamine's DQN on **{tally['above_dqn']} of 6**, inside the range of its QR-DQN seeds on "
+            f"{tally['within_or_above_same']} of 6") in _reach_row("Atari, 6 games")
+    for claim, run, agent in (("Breakout, QR-DQN", "atari/breakout_qrdqn_seed0", "QR-DQN"),
+                              ("Breakout, DQN", "breakout_dopamine", "DQN")):
+        summary = run_summary(str(REPO / "results" / run), None)
+        row = _reach_row(claim)
+        assert f"| **{summary['mean']:,.1f}** |" in row and f"`results/{run}/`" in row
+        assert f"Dopamine's {agent} {_published_text(dopamine_curve('breakout', agent), summary['window'])}" in row
+
+
+def test_the_readmes_minatar_and_scaling_rows_recompute_from_the_raw_episodes():
+    from hvd_dqn.reports.score import env_steps_to_target, last_episodes, read_run
+
+    _, episodes = read_run(str(REPO / "results" / "minatar_breakout"))
+    mean, error, used = last_episodes(episodes, 100)
+    assert used == 100 and f"**{mean:.2f} +- {error:.2f}**" in _reach_row("MinAtar Breakout, the paper's DQN")
+    ratios = []
+    for study, target in (("cartpole_default", 475), ("minatar_breakout_16envs", 5)):
+        steps = {}
+        for run in sorted((REPO / "results" / "scaling" / f"{study}_runs").iterdir()):
+            _, episodes = read_run(str(run))
+            steps.setdefault(int(run.name.split("_")[0][2:]), []).append(env_steps_to_target(episodes, target, 100))
+        assert None not in steps[1] + steps[8]
+        ratios.append(statistics.median(steps[8]) / statistics.median(steps[1]))
+    assert (f"CartPole {ratios[0]:.2f}x, MinAtar Breakout {ratios[1]:.2f}x"
+            in _reach_row("env steps to a score at 8 ranks against one"))
+
+
+def test_the_readme_figure_checks_would_catch_a_stale_figure(monkeypatch):
+    monkeypatch.setitem(globals(), "README", README.replace("**30.9**", "**31.9**"))
+    with pytest.raises(AssertionError):
+        test_the_readmes_atari_rows_recompute_from_the_raw_episodes()

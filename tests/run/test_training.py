@@ -2,6 +2,7 @@
 import csv
 import json
 import pathlib
+import re
 
 import numpy as np
 import pytest
@@ -153,29 +154,56 @@ def _first_run_commands():
     return [line.split("#", 1)[0].strip() for line in block.strip().splitlines() if line.strip()]
 
 
+def _first_run_env_steps():
+    """The env steps at which the README says DQN's and PQN's first runs stop."""
+    text = " ".join((REPO / "README.md").read_text().split("## A first run", 1)[1].split("```", 1)[0].split())
+    dqn = re.search(r"DQN stops at (\d[\d,]*\d) env steps", text)
+    pqn = re.search(r"PQN at (\d[\d,]*\d)", text)
+    assert dqn and pqn, text
+    return int(dqn.group(1).replace(",", "")), int(pqn.group(1).replace(",", ""))
+
+
+def test_the_readmes_first_run_figures_are_its_evidence():
+    """results/first_run/ holds the runs the README's figures were read from: each stopped where the README says."""
+    for run, steps in zip(("cartpole_dqn", "cartpole_pqn"), _first_run_env_steps()):
+        with open(REPO / "results" / "first_run" / run / "metrics.csv") as handle:
+            assert int(list(csv.DictReader(handle))[-1]["env_steps"]) == steps, run
+
+
 def test_the_readmes_first_run_works_as_typed(tmp_path):
     """The README's first commands, each run as typed in the repository's folder with only `runs/` moved to a
     temporary folder: DQN's CartPole preset is solved as gymnasium defines it (the last 100 training episodes,
-    as played, average at least 475; the scaling study's run of its seed solved at 66,008 env steps,
-    results/scaling/cartpole_default.json), its greedy policy plays 20 fresh episodes at 450 or more and is
-    filmed, its curve is drawn, and PQN's preset is solved too. One rank each, because the suite runs two test
-    files at once: a two-rank job updates in lockstep and sharing the cores made it 2.6 times slower."""
+    as played, average at least 475) by at most 1.5 times the env steps the README states (a fixed seed: a change
+    of behaviour that costs more fails here until the README and results/first_run/ are renewed; rounding on
+    another CPU moves the stop by a log point or a few, inside that), its greedy policy plays 20 fresh
+    episodes at 450 or more and is filmed, its curve is drawn, and PQN's preset is solved too, also where the
+    README says. One rank each, because the suite runs two test files at once: a two-rank job updates in
+    lockstep and sharing the cores made it 2.6 times slower."""
     commands = _first_run_commands()
+    stated = dict(zip(("cp", "cp_pqn"), _first_run_env_steps()))
     assert len(commands) == 4 and commands[0].startswith("FLAGFILE=configs/cartpole.flags scripts/train.sh")
     runs = tmp_path / "runs"
+    outputs = []
     for command in commands:
         result = run(["bash", "-c", command.replace("runs/", f"{runs}/")], timeout=1500, check=False)
         assert result.returncode == 0, (command, result.stdout[-3000:], result.stderr[-3000:])
+        outputs.append(result.stdout)
     for logdir, budget in ((runs / "cp", 100_000), (runs / "cp_pqn", 500_000)):
         final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
         with open(logdir / "episodes.csv") as handle:
             played = [float(row["return"]) for row in csv.DictReader(handle)]
         assert final["env_steps"] <= budget and final["recent_returns"] == played[-100:]
+        # Exactly the README's figure on the CPU of results/first_run/; another CPU's rounding can move the stop
+        # to another log point (PQN's has stopped at 260,000 where it stops at 360,000 there), so the suite, which
+        # runs on any machine, holds a run to the README within that spread: later than 1.5 times the stated env
+        # steps is a change of behaviour, not rounding.
+        assert final["env_steps"] <= 1.5 * stated[logdir.name], (
+            f"{logdir.name} stopped at {final['env_steps']:,} env steps where the README says {stated[logdir.name]:,}: "
+            "re-measure results/first_run/ as its README says and renew the README's figures with it")
         assert np.mean(played[-100:]) >= 475, (logdir, final["env_steps"], np.mean(played[-100:]))
     assert (runs / "cp" / "cartpole.mp4").stat().st_size > 0 and (runs / "cp" / "cartpole.png").stat().st_size > 0
-    report = tmp_path / "eval.json"
-    python_module("hvd_dqn.evaluate", [f"--logdir={runs / 'cp'}", "--episodes=20", f"--json={report}"], timeout=300)
-    result = json.loads(report.read_text())
+    # The README's evaluation, as typed, prints its report (20 greedy episodes by default) as JSON.
+    result, _ = json.JSONDecoder().raw_decode(outputs[1][outputs[1].index("{"):])
     assert result["episodes"] == 20 and result["mean_return"] >= 450, result
 
 

@@ -7,7 +7,8 @@ since they change from run to run; everything else must repeat exactly.
     .venv/bin/python studies/behaviour_digests.py --expect=before.json       # on the new code: exits 1 on a change
 
 The runs: DQN CartPole at 1 and 2 ranks, DQN MinAtar Breakout at 1 rank, PQN CartPole at 1 and 2 ranks, each from
-its preset with a shorter budget (two checkpoints, an evaluation where the preset has one).
+its preset with a shorter budget (two checkpoints, an evaluation where the preset has one); with
+--only=distributional the CartPole presets of QR-DQN (1 and 2 ranks), IQN and C51 (plain and with noisy networks).
 """
 from __future__ import annotations
 
@@ -38,7 +39,24 @@ RUNS = [
                              "--checkpoint_interval_env_steps=10240", "--log_interval_env_steps=2048"]),
     ("pqn_cartpole_np2", 2, ["--flagfile=configs/cartpole_pqn.flags", "--total_env_steps=20480",
                              "--checkpoint_interval_env_steps=10240", "--log_interval_env_steps=2048"]),
+    # The distributional agents (not in the default set, whose digests go back to version 0.2): each CartPole
+    # preset cut as DQN's, QR-DQN also at 2 ranks; C51 and QR-DQN with noisy networks, IQN with its sampled levels.
+    ("qrdqn_cartpole_np1", 1, ["--flagfile=configs/cartpole_qrdqn.flags", "--total_env_steps=20000",
+                               "--checkpoint_interval_env_steps=10000", "--checkpoint_replay"]),
+    ("qrdqn_cartpole_np2", 2, ["--flagfile=configs/cartpole_qrdqn.flags", "--total_env_steps=20000",
+                               "--checkpoint_interval_env_steps=10000", "--checkpoint_replay"]),
+    ("iqn_cartpole_np1", 1, ["--flagfile=configs/cartpole_iqn.flags", "--total_env_steps=20000",
+                             "--checkpoint_interval_env_steps=10000", "--checkpoint_replay"]),
+    ("c51_cartpole_np1", 1, ["--flagfile=configs/cartpole_c51.flags", "--total_env_steps=20000",
+                             "--checkpoint_interval_env_steps=10000", "--checkpoint_replay"]),
+    ("c51_noisy_cartpole_np1", 1, ["--flagfile=configs/cartpole_c51.flags", "--noisy_nets", "--total_env_steps=20000",
+                                   "--checkpoint_interval_env_steps=10000", "--checkpoint_replay"]),
 ]
+# The runs --only=all (or no --only) takes: the five whose digests every record since version 0.2 holds.
+DEFAULT_RUNS = ("dqn_cartpole_np1", "dqn_cartpole_np2", "dqn_minatar_breakout_np1", "pqn_cartpole_np1",
+                "pqn_cartpole_np2")
+DISTRIBUTIONAL_RUNS = ("qrdqn_cartpole_np1", "qrdqn_cartpole_np2", "iqn_cartpole_np1", "c51_cartpole_np1",
+                       "c51_noisy_cartpole_np1")
 # Columns that hold wall-clock time or speed: they differ between any two runs.
 CLOCK_COLUMNS = {"wall_s", "wall_time_s", "env_steps_per_second"}
 CLOCK_COUNTERS = {"wall_s", "time"}  # seconds of training; the time of day it was written
@@ -116,12 +134,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", help="write the digests to this JSON file")
     parser.add_argument("--expect", help="compare with the digests in this JSON file; exit 1 if any differs")
-    parser.add_argument("--only", default="", help="comma-separated run names (default: all)")
+    parser.add_argument("--only", default="", help="comma-separated run names, or 'distributional' for the "
+                        "QR-DQN, IQN and C51 runs, or 'every' for all ten (default: the five DQN and PQN runs)")
     parser.add_argument("--rank_state_names_before_0_3", action="store_true",
                         help="digest the counters with the rank states' keys as before version 0.3 "
                              "(for --expect against digests taken then)")
     args = parser.parse_args()
-    chosen = [run for run in RUNS if not args.only or run[0] in args.only.split(",")]
+    names = {"": DEFAULT_RUNS, "distributional": DISTRIBUTIONAL_RUNS,
+             "every": tuple(run[0] for run in RUNS)}.get(args.only, tuple(args.only.split(",")))
+    unknown = set(names) - {run[0] for run in RUNS}
+    if unknown:
+        raise SystemExit(f"--only: unknown runs {', '.join(sorted(unknown))}; the runs are "
+                         f"{', '.join(run[0] for run in RUNS)}")
+    chosen = [run for run in RUNS if run[0] in names]
     expected = json.loads(pathlib.Path(args.expect).read_text()) if args.expect else None
     digests, differ = {}, []
     with tempfile.TemporaryDirectory(prefix="digests-") as workdir:

@@ -151,12 +151,12 @@ def train_error_line(flags) -> str:
 
 
 # Where the CartPole presets of QR-DQN, IQN and C51 stand after LEARNS_ENV_STEPS env steps: the last 100 training
-# episodes average 248.8 to 264.9 in the presets' runs of results/cartpole_qrdqn (quantiles10_seed*), cartpole_iqn
+# episodes average 164.4 to 172.1 in the presets' runs of results/cartpole_qrdqn (quantiles10_seed*), cartpole_iqn
 # (seed*) and cartpole_c51 (atoms201_seed*), seeds 0-2 each (random play: 22). The suite checks that much learning,
 # with room for another CPU's rounding. Whether a preset solves CartPole (475, at 54k to 124k env steps) is the
 # evidence in those folders: training every agent that far would take a slow machine's CI past its time.
-LEARNS_ENV_STEPS = 30_000
-LEARNS_RETURN = 200.0
+LEARNS_ENV_STEPS = 20_000
+LEARNS_RETURN = 120.0
 
 
 def train_and_check_learning(preset, logdir) -> None:

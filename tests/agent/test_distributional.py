@@ -20,8 +20,10 @@ COMMON = ["--num_envs=4", "--learning_starts=400", "--batch_size=32", "--replay_
           "--priority_beta_start=0.5", "--priority_beta_end=0.5"]  # a fixed exponent: the halves equal the whole
 AGENTS = {
     "qrdqn": [f"--flagfile={REPO / 'configs' / 'cartpole_qrdqn.flags'}", *COMMON, "--num_quantiles=8"],
+    # IQN under mixed precision: the loss scale and the float16 network's quantiles resume exactly too.
     "iqn": [f"--flagfile={REPO / 'configs' / 'cartpole_iqn.flags'}", *COMMON, "--num_tau_samples=8",
-            "--num_tau_prime_samples=8", "--num_quantile_samples=4", "--quantile_embedding_dim=16"],
+            "--num_tau_prime_samples=8", "--num_quantile_samples=4", "--quantile_embedding_dim=16",
+            "--mixed_precision"],
     # C51 as Hessel et al.'s full Rainbow: noisy networks (their noise repeated across the resume), dueling, double.
     "rainbow": [f"--flagfile={REPO / 'configs' / 'cartpole_c51.flags'}", *COMMON, "--num_atoms=11", "--noisy_nets",
                 "--dueling", "--double_dqn"],

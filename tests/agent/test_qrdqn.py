@@ -1,6 +1,6 @@
 """QR-DQN (--agent=qrdqn): its loss against values worked by hand, its targets and greedy policy on networks whose
 outputs are set, quantile regression finding the quantiles of a known distribution, its one-line errors, and the
-agent's CartPole preset solved (2 ranks in step, exact resume, evaluate and export: tests/agent/test_distributional.py)."""
+agent's CartPole preset learning (2 ranks in step, exact resume, evaluate and export: tests/agent/test_distributional.py)."""
 
 import numpy as np
 import pytest
@@ -115,7 +115,7 @@ def test_a_bad_setting_is_one_line(tmp_path, flags, message):
 
 
 def test_cartpole_qrdqn_preset_learns(tmp_path):
-    """The preset, seed 0, for 30,000 env steps: its last 100 training episodes, as played, average at least 200
+    """The preset, seed 0, for 20,000 env steps: its last 100 training episodes, as played, average at least 120
     (random play: 22; conftest.LEARNS_ENV_STEPS says where its runs in results/cartpole_qrdqn/ stand then, and
     that folder holds the runs that solve CartPole, 475, within the preset's budget)."""
     train_and_check_learning(REPO / "configs" / "cartpole_qrdqn.flags", tmp_path / "run")

@@ -14,10 +14,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Iterable, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
-from hvd_dqn.agent import registry
 from hvd_dqn.logdir import storage
+from hvd_dqn.settings import AgentSettings, ConfigError  # noqa: F401  (ConfigError: raised and named from here)
 
 LOSSES = ("huber", "mse")  # the TD losses hvd_dqn.agent.data_parallel_update.td_loss knows
 NETWORKS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # hvd_dqn.agent.networks.build_q_network
@@ -27,25 +27,16 @@ RANK_SCALINGS = ("batch", "updates")  # how the work of an update is shared when
 LR_SCALE_RULES = ("linear", "sqrt")  # --scale_lr_by_workers: the rate times N, or times sqrt(N)
 PIPELINE_MODES = ("auto", "on", "off")
 DRAW_AHEAD_MODES = ("auto", "on", "off")  # auto: on where the rank's update runs on a GPU
-# PQN at N ranks: every minibatch shared over the ranks (one rank's algorithm), or whole minibatches per rank
-PQN_MINIBATCH_MODES = ("shared", "whole")
-
-
-class ConfigError(ValueError):
-    """A setting is invalid. The message starts with the flag, e.g. `--batch_size=-1: must be ...`."""
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """Every setting of a training run. Field names equal the flag names in `hvd_dqn.flags`."""
 
-    # The agent, by its name in the registry (hvd_dqn.agent.registry): "dqn" (a replay memory and a target
-    # network: the settings of the replay and the target below), "qrdqn" (the same, learning quantiles of the
-    # return) or "pqn" (Gallici et al. 2024, arXiv:2407.04811): no replay memory and no target network; every
-    # rollout_steps steps of its envs a rank computes Q(lambda) returns over the rollout it collected and learns
-    # from it for update_epochs passes of num_minibatches minibatches, then collects the next. Each agent owns
-    # the settings only it reads (its registry entry); another agent's, given or changed from its default, is
-    # refused.
+    # The agent, by its name in the registry (hvd_dqn.agent.registry): "dqn", "qrdqn", "iqn", "c51" (a replay
+    # memory and a target network: the settings of the replay and the target below) or "pqn" (rollouts); its own
+    # settings are `agent_settings`. Each agent owns the settings only it reads (its registry entry); another
+    # agent's, given or changed from its default, is refused.
     agent: str = "dqn"
 
     # Environment.
@@ -132,33 +123,6 @@ class TrainConfig:
     # each rank has its own. Configs written before this field existed meant "per rank" under batch.
     counts_per_rank: bool = False
 
-    # PQN (agent="pqn"). The job's rollout is rollout_steps x num_envs transitions; each of its minibatches a
-    # num_minibatches-th of it, split evenly over the ranks, so N ranks run one rank's algorithm.
-    rollout_steps: int = 128  # steps of every env per rollout (CleanRL pqn.py's num_steps)
-    num_minibatches: int = 4  # minibatches per pass over a rollout
-    # "whole": each rank makes whole minibatches (one rank's size) of its own rollout, num_minibatches / N per
-    # pass, so N ranks make N times fewer, N times larger updates (hvd_dqn.rank_split.pqn_minibatch_size)
-    pqn_minibatches: str = "shared"
-    update_epochs: int = 4  # passes over each rollout
-    q_lambda: float = 0.65  # lambda of the Q(lambda) returns: 0 bootstraps every step, 1 only at the rollout's end
-
-    # QR-DQN (agent="qrdqn", Dabney et al. 2017) and IQN (agent="iqn", Dabney et al. 2018); their help texts and
-    # checks are in hvd_dqn.agent.qrdqn and hvd_dqn.agent.iqn.
-    num_quantiles: int = 200  # QR-DQN: quantiles of the return per action (Dopamine's num_atoms)
-    kappa: float = 1.0  # both: the quantile Huber loss's threshold on the quantile TD error
-    num_tau_samples: int = 64  # IQN: levels tau per transition for the online network (N)
-    num_tau_prime_samples: int = 64  # IQN: levels tau' per transition for the target's samples (N')
-    num_quantile_samples: int = 32  # IQN: levels whose mean values choose actions (K)
-    quantile_embedding_dim: int = 64  # IQN: cosines embedding each tau (n)
-    # C51 (agent="c51", Bellemare et al. 2017): its help texts and checks are in hvd_dqn.agent.c51.
-    num_atoms: int = 51  # atoms of the categorical return distribution, evenly spaced on [v_min, v_max]
-    v_min: Optional[float] = None  # the support's lowest atom; None: -v_max
-    v_max: float = 10.0  # the support's highest atom
-    # Noisy networks (Fortunato et al. 2018) for the agents with a Q-network of Dense layers (DQN, QR-DQN, C51):
-    # every fully connected layer noisy, exploring in place of epsilon-greedy.
-    noisy_nets: bool = False
-    noisy_sigma0: float = 0.5  # the noise's initial scale: sigma = sigma0 / sqrt(fan-in)
-
     # Logging, evaluation, checkpoints.
     logdir: str = "runs/cartpole"
     log_interval_env_steps: int = 5_000
@@ -200,15 +164,48 @@ class TrainConfig:
     inter_op_threads: int = 1
     deterministic_ops: bool = False  # tf.config.experimental.enable_op_determinism: slower, repeatable
 
+    # The settings of the agent's own (hvd_dqn.settings.AgentSettings, of the class its registry entry names:
+    # QR-DQN's quantiles, PQN's rollout), read as the config's own: `config.num_quantiles` is
+    # `config.agent_settings.num_quantiles`. A config is made with them by hvd_dqn.agent.configs.make_config (or
+    # the flags); one made here without them has the shared settings only.
+    agent_settings: Optional[AgentSettings] = None
+
+    def __getattr__(self, name: str):
+        # Called only for a name that is not a field of the config: one of its agent's own settings.
+        settings = self.__dict__.get("agent_settings")
+        if settings is not None and not name.startswith("__") and hasattr(settings, name):
+            return getattr(settings, name)
+        raise AttributeError(f"{name!r}: not a setting of --agent={self.__dict__.get('agent')} (TrainConfig)")
+
+    def setting_values(self) -> Dict[str, Any]:
+        """name -> value of every setting, the agent's own with the config's, as flags and config.json name them."""
+        values = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
+                  if field.name != "agent_settings"}
+        if self.agent_settings is not None:
+            values.update(self.agent_settings.values())
+        return values
+
     def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+        return json.dumps(self.setting_values(), indent=2, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "TrainConfig":
-        """Rebuilds a config written by `to_json`, ignoring fields this version does not know."""
-        raw = json.loads(text)
-        known = {field.name for field in dataclasses.fields(cls)}
+    def from_values(cls, raw: Mapping[str, Any], settings_class) -> "TrainConfig":
+        """A config from flat settings (flag names) and the agent's settings class: the settings neither knows are
+        ignored (config.json of another version, another agent's settings that runs written before the agents had
+        settings of their own held), those missing take their defaults."""
+        own = {field.name for field in dataclasses.fields(settings_class)}
+        settings = settings_class(**{key: value for key, value in raw.items() if key in own})
+        known = {field.name for field in dataclasses.fields(cls)} - {"agent_settings"}
         values = {key: value for key, value in raw.items() if key in known}
+        if "hidden_sizes" in values:
+            values["hidden_sizes"] = tuple(values["hidden_sizes"])
+        return cls(**values, agent_settings=settings)
+
+    @staticmethod
+    def json_values(text: str) -> Dict[str, Any]:
+        """The flat settings of a config.json written by `to_json` of this or an earlier version, with the
+        settings it was written without at the values that version ran with."""
+        values = json.loads(text)
         # Written before rank_scaling existed: each rank updated on its own envs and memory, which is "batch".
         values.setdefault("rank_scaling", "batch")
         # Written before these defaults turned on (version 0.1.3): the scaling rules were off, and under batch each
@@ -216,9 +213,7 @@ class TrainConfig:
         values.setdefault("scale_lr_by_workers", False)
         values.setdefault("scale_schedules_by_workers", False)
         values.setdefault("counts_per_rank", values["rank_scaling"] == "batch")
-        if "hidden_sizes" in values:
-            values["hidden_sizes"] = tuple(values["hidden_sizes"])
-        return cls(**values)
+        return values
 
 
 def _require(condition: bool, flag: str, value, allowed: str) -> None:
@@ -226,13 +221,12 @@ def _require(condition: bool, flag: str, value, allowed: str) -> None:
         raise ConfigError(f"--{flag}={value}: {allowed}")
 
 
-def validate(config: TrainConfig, check_logdir_writable: bool = True, given: Iterable[str] = ()) -> TrainConfig:
-    """Raises ConfigError for the first invalid setting; returns the config unchanged otherwise.
+def validate_shared(config: TrainConfig, check_logdir_writable: bool = True) -> TrainConfig:
+    """Raises ConfigError for the first invalid setting of those every agent's config has; returns the config
+    unchanged otherwise. hvd_dqn.agent.configs.validate checks the agent's settings first, then these.
 
     `check_logdir_writable` is true only on the rank that writes (rank 0): it creates the log folder if
-    needed and proves it can write there, so a bad path fails before any training time is spent. `given`: the
-    settings the user named (on the command line, in a flagfile, as keywords), whatever their values: one that
-    only other agents read is refused even at its default, where a user would believe it was used.
+    needed and proves it can write there, so a bad path fails before any training time is spent.
     """
     positive_ints = (
         "num_envs", "total_env_steps", "learning_starts", "train_frequency", "target_update_period",
@@ -254,10 +248,6 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True, given: Ite
         _require(0.0 <= value <= 1.0, name, value, "must be a probability in [0, 1]")
     _require(0.0 <= config.repeat_action_probability <= 1.0, "repeat_action_probability",
              config.repeat_action_probability, "must be a probability in [0, 1]")
-    for name in ("rollout_steps", "num_minibatches", "update_epochs"):
-        value = getattr(config, name)
-        _require(isinstance(value, int) and value > 0, name, value, "must be a positive integer")
-    _require(0.0 <= config.q_lambda <= 1.0, "q_lambda", config.q_lambda, "must be in [0, 1]")
     for name in ("noop_max", "env_threads"):
         value = getattr(config, name)
         _require(isinstance(value, int) and value >= 0, name, value, "must be an integer >= 0")
@@ -273,13 +263,10 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True, given: Ite
         _require(value > 0.0, name, value, "must be a number > 0")
     choices = (("network", NETWORKS), ("conv_padding", CONV_PADDINGS), ("optimizer", OPTIMIZERS),
                ("rank_scaling", RANK_SCALINGS), ("lr_scale_rule", LR_SCALE_RULES), ("loss", LOSSES),
-               ("pipeline", PIPELINE_MODES), ("draw_ahead", DRAW_AHEAD_MODES),
-               ("pqn_minibatches", PQN_MINIBATCH_MODES))
+               ("pipeline", PIPELINE_MODES), ("draw_ahead", DRAW_AHEAD_MODES))
     for name, allowed in choices:
         value = getattr(config, name)
         _require(value in allowed, name, value, f"must be one of {', '.join(allowed)}")
-    # Before the replay memory's relations, which would name a setting an agent does not use.
-    _check_agent(config, given)
     if config.learning_rate_end is not None:
         _require(config.learning_rate_end >= 0.0, "learning_rate_end", config.learning_rate_end,
                  "must be a number >= 0")
@@ -331,25 +318,6 @@ def validate(config: TrainConfig, check_logdir_writable: bool = True, given: Ite
     if check_logdir_writable:
         _check_writable_dir(config.logdir)
     return config
-
-
-def _check_agent(config: TrainConfig, given: Iterable[str] = ()) -> None:
-    """The agent is registered; no setting that only other agents read is given or changed from its default
-    (the entries' ownership, `registry.settings_problem`); the agent's own checks pass."""
-    try:
-        registry.entry(config.agent)
-    except registry.UnknownAgent as error:
-        raise ConfigError(str(error)) from None
-    defaults = TrainConfig()
-    given = set(given)
-    changed = {field.name: getattr(config, field.name) for field in dataclasses.fields(TrainConfig)
-               if field.name in given or getattr(config, field.name) != getattr(defaults, field.name)}
-    problem = registry.settings_problem(config.agent, changed)
-    if problem:
-        raise ConfigError(problem)
-    own_checks = registry.checks(config.agent)
-    if own_checks is not None:
-        own_checks(config)
 
 
 def _check_env_id(env_id: str) -> None:

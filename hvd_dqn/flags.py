@@ -11,11 +11,12 @@ import dataclasses
 from absl import flags
 
 from hvd_dqn.cli import flag_error_text
-from hvd_dqn.config import ConfigError, TrainConfig, validate
+from hvd_dqn.config import ConfigError, TrainConfig
 
 _DEFAULTS = TrainConfig()
 
-# name -> help text (with units). The flag's type follows the default's type in TrainConfig.
+# name -> help text (with units) of every setting of TrainConfig; an agent's own settings have theirs beside them
+# (hvd_dqn.settings.setting). The flag's type follows the default's type.
 _HELP = {
     "env_id": "Gymnasium environment id, e.g. CartPole-v1.",
     "num_envs": "Environments of the job, split evenly over the ranks (each rank steps its share as one "
@@ -78,20 +79,6 @@ _HELP = {
                   "the target network values it.",
     "layer_norm": "LayerNorm (Ba et al. 2016) after every hidden layer, before its ReLU: what keeps PQN's "
                   "bootstrapped targets stable without a target network (Gallici et al. 2024).",
-    "rollout_steps": "PQN: steps of every env in each rollout; the job's rollout is this times --num_envs.",
-    "num_minibatches": "PQN: minibatches per pass over a rollout, each a --num_minibatches-th of the job's rollout, "
-                       "split evenly over the ranks.",
-    "pqn_minibatches": "PQN with N ranks. shared: every minibatch is a --num_minibatches-th of the job's rollout, "
-                       "drawn in equal shares from the ranks, so N ranks run one rank's algorithm, each making "
-                       "every update on 1/N of the minibatch. whole: each rank makes --num_minibatches / N whole "
-                       "minibatches of one rank's size from its own rollout per pass, so each update averages N "
-                       "of them (N times the transitions) and a rollout makes N times fewer updates (fewer, larger "
-                       "updates: for a small network an update costs about the same at any of these sizes); the "
-                       "step size is then scaled by N and --lr_decay_updates divided by N, as under "
-                       "--rank_scaling=batch (--scale_lr_by_workers, --scale_schedules_by_workers).",
-    "update_epochs": "PQN: passes over each rollout.",
-    "q_lambda": "PQN: lambda of the Q(lambda) returns (0: bootstrap after every step; 1: only at the rollout's or "
-                "the episode's end).",
     "dueling": "Dueling heads (Wang et al. 2016): Q = V + A - mean(A), for the MLP and the Nature CNN.",
     "hidden_sizes": "Widths of the Q-network's hidden layers, comma-separated.",
     "network": "Q-network: auto (the Nature CNN for stacked Atari frames, MinAtar's one-convolution CNN for its "
@@ -230,7 +217,7 @@ def short_help(flag_values: flags.FlagValues = flags.FLAGS, width: int = 100) ->
             lines += textwrap.wrap(text, width, initial_indent="  ", subsequent_indent="      ")
         lines.append("")
     shown = sum(len(names) for _, names in USER_FLAGS)
-    total = len(dataclasses.fields(TrainConfig))
+    total = len(setting_names())
     lines += textwrap.wrap(f"These are {shown} of hvd_dqn.train's {total} flags; --helpfull lists them all (network, "
                            "optimizer, schedules, Atari protocol, evaluation, speed switches).", width)
     return "\n".join(lines)
@@ -245,57 +232,75 @@ def agent_help() -> str:
 
 
 def flag_help(name: str) -> str:
-    """The help of flag `name`: this module's, --agent's from the registry, or the one an agent gives for a
-    setting of its own."""
-    from hvd_dqn.agent import registry
-
+    """The help of flag `name`: this module's, or --agent's from the registry."""
     if name == "agent":
         return agent_help()
-    text = _HELP.get(name) or registry.setting_help(name)
-    if text is None:  # every setting has a help text: a new one without is a mistake to catch at once
-        raise KeyError(f"no help text for the setting {name}: add it to hvd_dqn.flags._HELP or its agent's entry")
-    return text
+    if name not in _HELP:  # every setting has a help text: a new one without is a mistake to catch at once
+        raise KeyError(f"no help text for the setting {name}: add it to hvd_dqn.flags._HELP")
+    return _HELP[name]
+
+
+def setting_names():
+    """The names of every flag of a setting: TrainConfig's, then the registered agents' own (a plugin's too)."""
+    from hvd_dqn.agent import registry
+    from hvd_dqn.agent.configs import shared_setting_names
+
+    return shared_setting_names() + tuple(registry.agent_setting_fields())
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """Defines one absl flag per TrainConfig field in `flag_values`. Safe to call more than once."""
+    """Defines one absl flag per setting in `flag_values`: every TrainConfig field, then every setting of every
+    registered agent's settings class (hvd_dqn.settings), with its help text and the agents that read it. Safe to
+    call more than once."""
+    from hvd_dqn.agent import registry
+    from hvd_dqn.agent.configs import shared_setting_names
+    from hvd_dqn.settings import flag_type, help_text
+    from hvd_dqn.text import listed
+
     for field in dataclasses.fields(TrainConfig):
-        if field.name in flag_values:
-            continue
-        default = getattr(_DEFAULTS, field.name)
-        help_text = flag_help(field.name)
-        if isinstance(default, bool):
-            flags.DEFINE_bool(field.name, default, help_text, flag_values=flag_values)
-        elif isinstance(default, int):
-            flags.DEFINE_integer(field.name, default, help_text, flag_values=flag_values)
-        elif isinstance(default, float) or field.type == "Optional[float]":  # an optional number: None is unset
-            flags.DEFINE_float(field.name, default, help_text, flag_values=flag_values)
-        elif isinstance(default, tuple):
-            flags.DEFINE_list(field.name, [str(size) for size in default], help_text, flag_values=flag_values)
-        else:
-            flags.DEFINE_string(field.name, default, help_text, flag_values=flag_values)
+        if field.name in shared_setting_names() and field.name not in flag_values:
+            # an optional number (Optional[float]) whose default None is unset
+            kind = float if field.default is None and "float" in str(field.type) else type(field.default)
+            _define(flag_values, field.name, field.default, kind, flag_help(field.name))
+    for name, (field, owners) in registry.agent_setting_fields().items():
+        if name not in flag_values:
+            agents = listed([f"--agent={owner.name}" for owner in owners])
+            _define(flag_values, name, field.default, flag_type(field), f"{help_text(field)} [{agents}]")
+
+
+def _define(flag_values, name: str, default, kind: type, help_text: str) -> None:
+    if kind is bool:
+        flags.DEFINE_bool(name, default, help_text, flag_values=flag_values)
+    elif kind is int:
+        flags.DEFINE_integer(name, default, help_text, flag_values=flag_values)
+    elif kind is float:
+        flags.DEFINE_float(name, default, help_text, flag_values=flag_values)
+    elif kind is tuple:
+        flags.DEFINE_list(name, [str(size) for size in default], help_text, flag_values=flag_values)
+    else:
+        flags.DEFINE_string(name, default, help_text, flag_values=flag_values)
 
 
 def given_settings(flag_values=flags.FLAGS) -> frozenset:
     """The settings named on the command line or in a flagfile, whatever their values."""
-    return frozenset(field.name for field in dataclasses.fields(TrainConfig) if flag_values[field.name].present)
+    return frozenset(name for name in setting_names() if flag_values[name].present)
 
 
 def config_from_flags(flag_values=flags.FLAGS, check_logdir_writable: bool = True) -> TrainConfig:
-    """Builds and validates the config from parsed flags; raises ConfigError naming the bad flag."""
-    values = {}
-    for field in dataclasses.fields(TrainConfig):
-        value = flag_values[field.name].value
-        if field.name == "hidden_sizes":
-            try:
-                value = tuple(int(size) for size in value)
-            except ValueError:
-                raise ConfigError(
-                    f"--hidden_sizes={','.join(value)}: must be a comma-separated list of positive "
-                    "layer widths, e.g. 256,256") from None
-        values[field.name] = value
-    return validate(TrainConfig(**values), check_logdir_writable=check_logdir_writable,
-                    given=given_settings(flag_values))
+    """Builds and validates the config from parsed flags; raises ConfigError naming the bad flag. The agent's own
+    settings not given take its settings class's defaults; another agent's, given, are refused."""
+    from hvd_dqn.agent.configs import make_config, shared_setting_names, validate
+
+    given = given_settings(flag_values)
+    values = {name: flag_values[name].value for name in shared_setting_names()}
+    try:
+        values["hidden_sizes"] = tuple(int(size) for size in values["hidden_sizes"])
+    except ValueError:
+        raise ConfigError(f"--hidden_sizes={','.join(values['hidden_sizes'])}: must be a comma-separated list of "
+                          "positive layer widths, e.g. 256,256") from None
+    values.update({name: flag_values[name].value for name in setting_names()
+                   if name not in values and (name in given)})
+    return validate(make_config(**values), check_logdir_writable=check_logdir_writable, given=given)
 
 
 def config_of_runs(program: str, flagfile: str, run_flags) -> TrainConfig:

@@ -12,8 +12,16 @@ import dataclasses
 import math
 from typing import Optional
 
-from hvd_dqn.agent.factory import learns_from_replay
 from hvd_dqn.config import ConfigError, TrainConfig
+
+
+def learns_from_replay(config: TrainConfig) -> bool:
+    """Whether the config's agent learns from replay memories (the DQN family), as its settings class says
+    (hvd_dqn.settings.AgentSettings.memory), rather than from rollouts (PQN)."""
+    if config.agent_settings is None:
+        raise ValueError("a config without its agent's settings (TrainConfig.agent_settings): make it with "
+                         "hvd_dqn.agent.configs.make_config")
+    return config.agent_settings.memory == "replay"
 
 
 def scales_lr(config: TrainConfig) -> bool:

@@ -17,7 +17,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from hvd_dqn.config import ConfigError, TrainConfig, validate
+from hvd_dqn.agent.configs import make_config, validate, with_settings
+from hvd_dqn.config import ConfigError, TrainConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Runner:
     def __init__(self, config: Optional[TrainConfig] = None, **settings):
         # The settings named so far (the flagfile's, the keywords'): another agent's is refused at any value.
         self._given = frozenset(settings)
-        self.config = _with_settings(config or TrainConfig(), settings, given=self._given)
+        self.config = _with_settings(config or make_config(), settings, given=self._given)
 
     @classmethod
     def from_flagfile(cls, flagfile: str, **settings) -> "Runner":
@@ -87,13 +88,9 @@ def _with_settings(config: TrainConfig, settings: dict, check_logdir_writable: b
                    given=()) -> TrainConfig:
     """`config` with `settings` (flag names) over it, validated (`given`: the settings the user named);
     ConfigError names an unknown or bad one."""
-    known = {field.name for field in dataclasses.fields(TrainConfig)}
-    unknown = sorted(set(settings) - known)
-    if unknown:
-        raise ConfigError(f"--{unknown[0]}: not a setting of hvd_dqn.train (see python -m hvd_dqn.train --help)")
     if "hidden_sizes" in settings:
         settings = dict(settings, hidden_sizes=tuple(settings["hidden_sizes"]))
-    return validate(dataclasses.replace(config, **settings), check_logdir_writable=check_logdir_writable,
+    return validate(with_settings(config, given, **settings), check_logdir_writable=check_logdir_writable,
                     given=given)
 
 

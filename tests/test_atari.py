@@ -16,7 +16,7 @@ from PIL import Image
 
 from hvd_dqn.agent.policy import EpsilonGreedyActor
 from hvd_dqn.agent.schedules import apex_epsilons
-from hvd_dqn.config import TrainConfig
+from hvd_dqn.agent.configs import make_config
 from hvd_dqn.envs import (AtariSettings, atari_game, env_seeds, learning_discounts, make_env_for, make_vector_env,
                           probe_spec, spec_of)
 from hvd_dqn.logdir import checkpoint
@@ -43,7 +43,7 @@ def test_unknown_game_names_where_to_find_valid_ids(tmp_path):
 def test_the_measurements_probe_the_spec_a_rank_trains_with(env_id):
     """probe_spec builds the networks of the benchmark and the cost model: it must read what the trainer's own
     env gives, whatever the config's emulator threads, from one env it closes again."""
-    config = dataclasses.replace(TrainConfig(), env_id=env_id, num_envs=4, env_threads=2)
+    config = dataclasses.replace(make_config(), env_id=env_id, num_envs=4, env_threads=2)
     env = make_env_for(config, config.num_envs)
     try:
         trained_with = spec_of(env)
@@ -139,7 +139,7 @@ class _PreferFire(tf.keras.Model):
 
 
 def test_atari_video_films_the_colour_screen_of_the_agents_game(tmp_path):
-    config = dataclasses.replace(TrainConfig(), env_id="ALE/Pong-v5", max_episode_frames=800)
+    config = dataclasses.replace(make_config(), env_id="ALE/Pong-v5", max_episode_frames=800)
     actor = EpsilonGreedyActor(_PreferFire(), 6, np.random.default_rng(0))
     episode = record_episode(actor, config, epsilon=0.0, seed=7)
     assert 0 < episode.length <= 200 and len(episode.frames) == episode.length + 1
@@ -169,7 +169,7 @@ def test_atari_video_films_the_colour_screen_of_the_agents_game(tmp_path):
 
 
 def test_classic_control_video_uses_gymnasiums_rendering(tmp_path):
-    config = dataclasses.replace(TrainConfig(), env_id="CartPole-v1")
+    config = dataclasses.replace(make_config(), env_id="CartPole-v1")
     actor = EpsilonGreedyActor(_FixedQ2(), 2, np.random.default_rng(0))
     episode = record_episode(actor, config, epsilon=0.0, seed=0)
     assert len(episode.frames) == episode.length + 1 and episode.episode_return == episode.length
@@ -184,14 +184,14 @@ def test_filming_classic_control_without_a_display_writes_nothing_to_stderr(tmp_
     display in its environment, nothing reaches stderr."""
     code = textwrap.dedent(f"""
         import numpy as np
-        from hvd_dqn.config import TrainConfig
+        from hvd_dqn.agent.configs import make_config
         from hvd_dqn.logdir.video import record_episode, write_video
 
         class Left:
             def select_actions(self, observation, epsilon):
                 return np.zeros(len(observation), dtype=np.int64)
 
-        episode = record_episode(Left(), TrainConfig(env_id="CartPole-v1"), epsilon=0.0, seed=0)
+        episode = record_episode(Left(), make_config(env_id="CartPole-v1"), epsilon=0.0, seed=0)
         write_video({str(tmp_path / "cartpole.mp4")!r}, episode.frames, episode.frames_per_second)
     """)
     environment = {name: value for name, value in subprocess_env().items()

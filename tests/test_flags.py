@@ -3,7 +3,8 @@ import dataclasses
 
 import pytest
 
-from hvd_dqn.config import ConfigError, TrainConfig, validate
+from hvd_dqn.agent.configs import config_from_json, make_config, validate
+from hvd_dqn.config import ConfigError, TrainConfig
 
 from conftest import PYTHON, REPO, horovodrun, python_module
 
@@ -129,7 +130,7 @@ def test_a_resume_of_a_logdir_that_does_not_exist_is_one_line_and_leaves_no_fold
 
 
 def test_defaults_are_valid_and_each_field_is_checked(tmp_path):
-    config = TrainConfig(logdir=str(tmp_path))
+    config = make_config(logdir=str(tmp_path))
     assert validate(config) is config
     for field, bad in [("num_envs", 0), ("epsilon_end", 1.5), ("learning_rate", 0.0), ("max_grad_norm", -1.0),
                        ("keep_checkpoints", 0), ("eval_interval_env_steps", -5), ("seed", -1)]:
@@ -145,7 +146,7 @@ def test_resume_without_a_checkpoint_is_named(tmp_path):
 def test_resume_with_another_network_is_refused(tmp_path):
     from hvd_dqn.logdir import checkpoint
 
-    saved = TrainConfig(logdir=str(tmp_path), hidden_sizes=(32,))
+    saved = make_config(logdir=str(tmp_path), hidden_sizes=(32,))
     checkpoint.save(str(tmp_path), {}, {"env_steps": 100, "episodes": 1, "updates": 1}, saved.to_json(), keep=1)
     result = python_module("hvd_dqn.train", [f"--logdir={tmp_path}", "--resume", "--hidden_sizes=64,64"],
                            timeout=120, check=False)
@@ -158,7 +159,7 @@ def test_resuming_another_agents_run_names_the_agent_not_the_settings_only_one_o
     settings neither run shares, so the line does not name them. The run's files are left as they were."""
     from hvd_dqn.logdir import checkpoint
 
-    saved = TrainConfig(logdir=str(tmp_path), agent="c51", num_atoms=51, hidden_sizes=(256, 256), double_dqn=True)
+    saved = make_config(logdir=str(tmp_path), agent="c51", num_atoms=51, hidden_sizes=(256, 256), double_dqn=True)
     checkpoint.save(str(tmp_path), {}, {"env_steps": 100, "episodes": 1, "updates": 1}, saved.to_json(), keep=1)
     before = sorted((path.name, path.stat().st_mtime_ns) for path in tmp_path.rglob("*"))
     result = python_module("hvd_dqn.train", ["--flagfile=configs/cartpole_qrdqn.flags", f"--logdir={tmp_path}",
@@ -173,7 +174,7 @@ def test_resume_in_the_other_rank_scaling_mode_is_refused(tmp_path):
     each rank's updates are mid-run; it is refused with the setting to add."""
     from hvd_dqn.logdir import checkpoint
 
-    saved = TrainConfig(logdir=str(tmp_path), rank_scaling="updates")
+    saved = make_config(logdir=str(tmp_path), rank_scaling="updates")
     checkpoint.save(str(tmp_path), {}, {"env_steps": 100, "episodes": 1, "updates": 1}, saved.to_json(), keep=1)
     result = python_module("hvd_dqn.train", [f"--logdir={tmp_path}", "--resume"], timeout=120, check=False)
     assert _error_line(result).endswith("was written with --rank_scaling='updates' (this run: 'batch'); use "
@@ -185,7 +186,7 @@ def test_resume_of_a_batch_run_with_per_rank_counts_needs_counts_per_rank(tmp_pa
     config.json reads as --counts_per_rank, and a resume without the flag is refused naming it."""
     from hvd_dqn.logdir import checkpoint
 
-    written = TrainConfig(logdir=str(tmp_path)).to_json().replace('  "counts_per_rank": false,\n', "")
+    written = make_config(logdir=str(tmp_path)).to_json().replace('  "counts_per_rank": false,\n', "")
     assert "counts_per_rank" not in written
     checkpoint.save(str(tmp_path), {}, {"env_steps": 100, "episodes": 1, "updates": 1}, written, keep=1)
     result = python_module("hvd_dqn.train", [f"--logdir={tmp_path}", "--resume"], timeout=120, check=False)
@@ -197,18 +198,18 @@ def test_configs_written_before_the_defaults_changed_keep_their_meaning():
     """Before --rank_scaling, each rank updated on its own envs and memory: that is `batch` with per-rank
     counts; before version 0.1.3 the scaling rules were off unless written, and batch counted per rank."""
     fields = ("rank_scaling", "counts_per_rank", "scale_lr_by_workers", "scale_schedules_by_workers")
-    assert tuple(getattr(TrainConfig(), name) for name in fields) == ("batch", False, True, True)
-    assert TrainConfig.from_json(TrainConfig().to_json()) == TrainConfig()
+    assert tuple(getattr(make_config(), name) for name in fields) == ("batch", False, True, True)
+    assert config_from_json(make_config().to_json()) == make_config()
 
     def written_without(config, *names):
         text = config.to_json()
         for name in names:
             text = "\n".join(line for line in text.splitlines() if f'"{name}"' not in line)
-        return TrainConfig.from_json(text.replace(",\n}", "\n}"))
+        return config_from_json(text.replace(",\n}", "\n}"))
 
-    oldest = written_without(TrainConfig(), *fields)
+    oldest = written_without(make_config(), *fields)
     assert tuple(getattr(oldest, name) for name in fields) == ("batch", True, False, False)
-    updates = written_without(TrainConfig(rank_scaling="updates"), *fields[1:])
+    updates = written_without(make_config(rank_scaling="updates"), *fields[1:])
     assert tuple(getattr(updates, name) for name in fields) == ("updates", False, False, False)
 
 
@@ -287,7 +288,7 @@ def test_the_best_breakout_preset_keeps_dopamines_environment_protocol_and_compu
 
 
 def test_variants_are_off_by_default_and_on_in_the_rainbow_lite_preset():
-    default = TrainConfig()
+    default = make_config()
     assert not (default.double_dqn or default.dueling or default.prioritized_replay) and default.n_step == 1
     config = _preset("pong_rainbow_lite.flags")
     assert config.double_dqn and config.dueling and config.prioritized_replay and config.n_step == 3
@@ -328,11 +329,12 @@ def test_evaluate_names_a_missing_or_incomplete_checkpoint(tmp_path):
 
 
 def test_help_lists_the_flags_a_user_sets_by_task_and_helpfull_lists_every_flag():
-    from hvd_dqn.flags import USER_FLAGS
+    from hvd_dqn.flags import USER_FLAGS, setting_names
 
     names = [name for _, group in USER_FLAGS for name in group]
     assert len(names) == len(set(names)) and 15 <= len(names) <= 30
-    fields = {field.name for field in dataclasses.fields(TrainConfig)}
+    fields = set(setting_names())  # the config's and every registered agent's own
+    assert {"env_id", "num_quantiles", "rollout_steps", "num_atoms"} <= fields
     assert set(names) <= fields
     short = python_module("hvd_dqn.train", ["--help"], timeout=60)
     assert short.returncode == 0, short.stderr

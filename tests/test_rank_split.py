@@ -3,11 +3,12 @@ import dataclasses
 
 import pytest
 
-from hvd_dqn.config import ConfigError, TrainConfig
+from hvd_dqn.agent.configs import make_config, with_settings
+from hvd_dqn.config import ConfigError
 from hvd_dqn.rank_split import (check_world, job_num_envs_problem, rank_count_caution, rank_learning_starts, rank_share,
                                 scales_lr, update_counted_schedules)
 
-CARTPOLE = TrainConfig(num_envs=8, replay_capacity=100_000, learning_starts=1000, batch_size=128)
+CARTPOLE = make_config(num_envs=8, replay_capacity=100_000, learning_starts=1000, batch_size=128)
 
 
 @pytest.mark.parametrize("ranks, envs, capacity, starts", [
@@ -135,7 +136,7 @@ def test_no_rank_makes_its_first_update_before_every_ranks_memory_is_ready(monke
     from hvd_dqn.agent.dqn.agent import DQNAgent
 
     assert len(_frame_memory_after(10, episode_end_at=3)) == len(_frame_memory_after(10)) + 1
-    config = dataclasses.replace(TrainConfig(), learning_starts=11, train_frequency=1, batch_size=2,
+    config = dataclasses.replace(make_config(), learning_starts=11, train_frequency=1, batch_size=2,
                                  rank_scaling="batch", counts_per_rank=True)
     other_rank_ready = iter([False, False, True, True])
     votes = []
@@ -187,4 +188,4 @@ def test_the_start_up_log_warns_past_the_ranks_the_default_rule_was_measured_at(
     # Other rules were not measured there, so the figures would not be theirs.
     for changes in (dict(lr_scale_rule="sqrt"), dict(scale_lr_by_workers=False), dict(scale_schedules_by_workers=False),
                     dict(rank_scaling="updates"), dict(elastic=True), dict(agent="pqn")):
-        assert rank_count_caution(dataclasses.replace(CARTPOLE, **changes), 32) is None, changes
+        assert rank_count_caution(with_settings(CARTPOLE, **changes), 32) is None, changes

@@ -48,12 +48,6 @@ def memory_setting(config: TrainConfig, ranks_on_host: int) -> MemorySetting:
     return agent_class(config).memory_setting(config, ranks_on_host)
 
 
-def learns_from_replay(config: TrainConfig) -> bool:
-    """Whether the agent keeps a replay memory and a target network (the DQN family), which the measuring
-    commands of replay and target-network costs and the rank split of replay memories need."""
-    return agent_entry(config).memory == "replay"
-
-
 def greedy_network(config: TrainConfig, network):
     """The Keras model that maps observations to one Q-value per action, sharing `network`'s weights: what
     greedy acting, evaluation and export use (the network itself for DQN and PQN; the mean of the quantiles for

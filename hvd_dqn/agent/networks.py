@@ -23,6 +23,7 @@ from typing import Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
+from hvd_dqn.agent.dqn.settings import noisy_nets
 from hvd_dqn.agent.noisy import NoisyDense, noise_input
 
 
@@ -240,7 +241,7 @@ def feature_torso(config, spec, head: Head):
 def q_network_for(config, spec, name: str, head: Head = Head()) -> tf.keras.Model:
     """The Q-network a TrainConfig describes, for an env of `spec` (hvd_dqn.envs.EnvSpec), with `head`'s outputs,
     noisy with --noisy_nets."""
-    if config.noisy_nets:
+    if noisy_nets(config):
         head = dataclasses.replace(head, noisy=True, sigma0=config.noisy_sigma0)
     return build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions, config.hidden_sizes,
                            name, config.dueling, config.network, config.conv_padding, config.layer_norm, head)

@@ -11,8 +11,8 @@ The built-in agents (`BUILT_IN`) are found by their packages' `AGENT`; an agent 
 the `hvd_dqn.agents` entry-point group of its installed package (`[project.entry-points."hvd_dqn.agents"]
 myagent = "my_package.my_agent:AGENT"`). docs/architecture.md says how to write one.
 
-This module imports nothing of hvd_dqn but its phrasing (hvd_dqn.text, which imports nothing): the config's checks
-read it, and every agent's package names its entry here.
+This module imports nothing of hvd_dqn but its phrasing (hvd_dqn.text) and the settings' base class
+(hvd_dqn.settings), which import nothing: every agent's package names its entry here.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ import dataclasses
 import importlib
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
+from hvd_dqn.settings import AgentSettings, purpose
 from hvd_dqn.text import listed
 
 # The packages whose `AGENT` is a built-in entry, in the order texts list them.
@@ -36,25 +37,28 @@ class UnknownAgent(LookupError):
 class AgentEntry:
     """One agent as the registry knows it.
 
-    `settings`: the TrainConfig settings this agent reads that some other agent does not (name -> what it is for,
-    e.g. "replay_capacity": "the replay memory"). A setting owned by other agents and not by this one must be left
-    out when this one trains, or the check names it (`settings_problem`). `without_them` says, after
-    "--agent=NAME", why the others' settings mean nothing to it. `checks`: "module:function" of a function that
-    raises hvd_dqn.config.ConfigError for a bad value of this agent's own settings; `setting_help`: --help texts of
-    settings only this agent has; `shapes_checkpoint`: its settings that a resumed run must keep;
-    `update_metrics`: what its updates report beside "td_loss" and "q_mean" (names in the dict its learner's update
-    returns), each averaged over the updates between log points into a metrics.csv column of that name and a
-    TensorBoard scalar under losses/."""
+    `settings_class`: the dataclass of the settings that are its own (hvd_dqn.settings.AgentSettings: each field's
+    default, --help text, purpose and check), which every shipped command defines flags for and a run's config
+    holds (`TrainConfig.agent_settings`); it also says what the agent learns from (`memory`). `settings`: the
+    config's settings (hvd_dqn.config.TrainConfig) it reads that some other agent does not (name -> what it is
+    for, e.g. "replay_capacity": "the replay memory"), shared within a family (DQN's replay memory and target
+    network). A setting owned by other agents (through either) and not by this one must be left out when this one
+    trains, or the check names it (`settings_problem`). `without_them` says, after "--agent=NAME", why the
+    others' settings mean nothing to it. `checks`: "module:function" of a function that raises
+    hvd_dqn.config.ConfigError for a bad combination of its settings with the config's (each setting's own check
+    is its field's); `shapes_checkpoint`: its settings that a resumed run must keep; `update_metrics`: what its
+    updates report beside "td_loss" and "q_mean" (names in the dict its learner's update returns), each averaged
+    over the updates between log points into a metrics.csv column of that name and a TensorBoard scalar under
+    losses/."""
     name: str
     title: str  # how texts name it: "DQN", "QR-DQN"
     summary: str  # one line for --agent's help and the README: what it is, from which paper
     implementation: str  # "module:Class" of the agent class (hvd_dqn.agent.interface.AgentClass)
     settings: Mapping[str, str]
     without_them: str
-    memory: str = "replay"  # what it learns from: "replay" (a replay memory and a target network) or "rollout"
+    settings_class: type = AgentSettings
     acts_ahead: bool = True  # whether acting may run ahead of learning on a thread of its own (--pipeline)
     checks: Optional[str] = None
-    setting_help: Mapping[str, str] = dataclasses.field(default_factory=dict)
     # Its settings that decide the shapes of what its checkpoint holds: a resumed run must agree on them.
     shapes_checkpoint: Tuple[str, ...] = ()
     update_metrics: Tuple[str, ...] = ()
@@ -63,11 +67,27 @@ class AgentEntry:
     known_as: Mapping[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self):
-        if self.memory not in MEMORIES:
-            raise ValueError(f"agent {self.name!r}: memory must be one of {', '.join(MEMORIES)}, not {self.memory!r}")
+        if not (isinstance(self.settings_class, type) and issubclass(self.settings_class, AgentSettings)
+                and dataclasses.is_dataclass(self.settings_class)):
+            raise ValueError(f"agent {self.name!r}: settings_class must be a dataclass subclassing "
+                             f"hvd_dqn.settings.AgentSettings, not {self.settings_class!r}")
+        if self.settings_class.memory not in MEMORIES:
+            raise ValueError(f"agent {self.name!r}: its settings' memory must be one of {', '.join(MEMORIES)}, not "
+                             f"{self.settings_class.memory!r}")
         if ":" not in self.implementation:
             raise ValueError(f"agent {self.name!r}: implementation must read 'module:Class', not "
                              f"{self.implementation!r}")
+
+    @property
+    def memory(self) -> str:
+        """What it learns from: "replay" (a replay memory and a target network) or "rollout"."""
+        return self.settings_class.memory
+
+    def owned(self) -> Dict[str, str]:
+        """Every setting it reads that some other agent does not, name -> what it is for: the config's it shares
+        (`settings`) and its own (`settings_class`'s fields)."""
+        own = {field.name: purpose(field) for field in dataclasses.fields(self.settings_class)}
+        return {**self.settings, **own}
 
 
 _entries: Dict[str, AgentEntry] = {}
@@ -122,25 +142,39 @@ def settings_problem(name: str, changed: Mapping[str, object]) -> Optional[str]:
     """For --agent=`name` and the settings the user gave or changed from their defaults (name -> value): the one
     line naming the first that only other agents read, or None."""
     chosen = entry(name)
+    own = chosen.owned()
     for setting, value in changed.items():
-        if setting in chosen.settings:
+        if setting in own:
             continue
-        owners = [other for other in entries() if setting in other.settings]
+        owners = [other for other in entries() if setting in other.owned()]
         if not owners:
             continue  # a setting every agent reads, or none
-        what = owners[0].settings[setting]
+        what = owners[0].owned()[setting]
         titles = listed([owner.title for owner in owners])
         return (f"--{setting}={_flag_text(value)}: a setting of {titles} ({what}); --agent={name} "
                 f"{chosen.without_them}. Leave it out, or use --agent={owners[0].name}")
     return None
 
 
-def setting_help(setting: str) -> Optional[str]:
-    """The --help text an agent gives for a setting of its own, or None."""
+def agent_setting_fields() -> Dict[str, Tuple[dataclasses.Field, List[AgentEntry]]]:
+    """Every setting of the registered agents' settings classes, name -> (its field in the first agent that has
+    it, the agents that have it), in the order of the entries: what the shipped commands define flags for. Two
+    agents may share a setting (--kappa: QR-DQN's and IQN's) if its flag's type is the same."""
+    from hvd_dqn.settings import flag_type
+
+    found: Dict[str, Tuple[dataclasses.Field, List[AgentEntry]]] = {}
     for known in entries():
-        if setting in known.setting_help:
-            return known.setting_help[setting]
-    return None
+        for field in dataclasses.fields(known.settings_class):
+            if field.name not in found:
+                found[field.name] = (field, [known])
+                continue
+            first, owners = found[field.name]
+            if flag_type(first) is not flag_type(field):
+                raise ValueError(f"--agent={known.name}'s setting {field.name} is a {flag_type(field).__name__}, "
+                                 f"but --agent={owners[0].name}'s of that name a {flag_type(first).__name__}: one "
+                                 "flag cannot be both; rename it")
+            owners.append(known)
+    return found
 
 
 def _flag_text(value) -> str:

@@ -22,10 +22,10 @@ def load_online_network(path: str, num_envs: int = 1, config=None, greedy: bool 
     import tensorflow as tf
 
     from hvd_dqn.agent.factory import greedy_network, online_network
-    from hvd_dqn.config import TrainConfig
+    from hvd_dqn.agent.configs import config_from_json
     from hvd_dqn.envs import make_env_for, spec_of
 
-    config = config or TrainConfig.from_json(read_config_json(path))
+    config = config or config_from_json(read_config_json(path))
     env = make_env_for(config, num_envs)
     online = online_network(config, spec_of(env))
     try:
@@ -71,10 +71,10 @@ class _Damaged(Exception):
 def _load_for_acting(path: str, num_envs: int, greedy: bool = True):
     """(config, env, online, counters) of checkpoint folder `path`; _Damaged if one of its files does not read
     back (an env that cannot be made is not damage, and raises as it would)."""
-    from hvd_dqn.config import TrainConfig
+    from hvd_dqn.agent.configs import config_from_json
 
     try:
-        config = TrainConfig.from_json(read_config_json(path))
+        config = config_from_json(read_config_json(path))
         counters = read_counters(path)
     except (OSError, ValueError, TypeError) as error:
         raise _Damaged(typed_first_line(error)) from None

@@ -48,7 +48,7 @@ import sys
 
 from absl import flags
 
-from hvd_dqn.agent.factory import learns_from_replay
+from hvd_dqn.rank_split import learns_from_replay
 from hvd_dqn.cli import Command
 from hvd_dqn.config import ConfigError
 from hvd_dqn.flags import config_from_flags, define_flags

@@ -31,7 +31,7 @@ import sys
 import tempfile
 
 from hvd_dqn.config import ConfigError
-from hvd_dqn.agent.factory import learns_from_replay
+from hvd_dqn.rank_split import learns_from_replay
 from hvd_dqn.rank_split import env_steps_before_first_update, problem_with_runs, rank_learning_starts
 from hvd_dqn.run import horovod_setup
 

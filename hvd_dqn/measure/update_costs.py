@@ -36,7 +36,8 @@ class UpdateCostError(Exception):
 def preset_configs(flagfiles, run_flags) -> list:
     """(name, TrainConfig) per preset, the flags after "--" applied to each; every preset is checked before any is
     timed, so a bad one is named at once."""
-    from hvd_dqn.agent.factory import agent_entry, learns_from_replay
+    from hvd_dqn.agent.factory import agent_entry
+    from hvd_dqn.rank_split import learns_from_replay
     from hvd_dqn.config import ConfigError
     from hvd_dqn.flags import config_of_runs
 
@@ -127,12 +128,12 @@ def update_settings(config, spec) -> dict:
     from hvd_dqn.agent.networks import network_kind
 
     entry = agent_entry(config)
-    unowned = {name for name in UPDATE_SETTINGS if not any(name in other.settings for other in registry.entries())}
+    unowned = {name for name in UPDATE_SETTINGS if not any(name in other.owned() for other in registry.entries())}
     network = network_kind(config.network, spec.observation_shape, spec.observation_dtype)
     shape = ({"conv_padding": config.conv_padding} if network == "nature_cnn" else
              {"hidden_sizes": list(config.hidden_sizes)} if network == "mlp" else {})
     return {"agent": entry.name, "network": network, **shape,
-            **{name: getattr(config, name) for name in UPDATE_SETTINGS if name in entry.settings or name in unowned}}
+            **{name: getattr(config, name) for name in UPDATE_SETTINGS if name in entry.owned() or name in unowned}}
 
 
 def cost_over(config, timed: dict, seconds: float = 2.0, rounds: int = 3) -> float:

@@ -35,7 +35,7 @@ import tempfile
 
 import numpy as np
 
-from hvd_dqn.agent.factory import learns_from_replay
+from hvd_dqn.rank_split import learns_from_replay
 from hvd_dqn.plan import hardware_profiles
 from hvd_dqn.measure.benchmark_workers import BenchmarkError, resolved_config
 from hvd_dqn.measure.update_costs import update_settings

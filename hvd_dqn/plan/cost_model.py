@@ -31,7 +31,7 @@ import sys
 import tempfile
 from types import SimpleNamespace
 
-from hvd_dqn.agent.factory import learns_from_replay
+from hvd_dqn.rank_split import learns_from_replay
 from hvd_dqn.measure.benchmark_workers import (BenchmarkError, command_for, parse_workers, resolved_config, run_once,
                                                summarise, write_report)
 from hvd_dqn.rank_split import counts_are_per_rank, problem_with_runs

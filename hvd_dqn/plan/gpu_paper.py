@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 from hvd_dqn.agent import registry
-from hvd_dqn.agent.factory import acts_ahead, agent_entry, learns_from_replay
+from hvd_dqn.agent.factory import acts_ahead, agent_entry
+from hvd_dqn.rank_split import learns_from_replay
 from hvd_dqn.plan import cost_formula, gpu_costs, hardware_profiles
 from hvd_dqn.measure.benchmark_workers import BenchmarkError
 

@@ -46,7 +46,7 @@ from typing import Callable, List, Optional, Sequence
 
 import numpy as np
 
-from hvd_dqn.agent.factory import learns_from_replay
+from hvd_dqn.rank_split import learns_from_replay
 
 PROGRAM = "hvd_dqn.plan.noise_scale"
 
@@ -277,7 +277,7 @@ def main(argv=None) -> int:
 def measure_run(args):
     """(every checkpoint's measurement, the run's config) for the command line's logdir; NoiseScaleError for a
     setting or logdir it cannot use."""
-    from hvd_dqn.config import TrainConfig
+    from hvd_dqn.agent.configs import config_from_json
     from hvd_dqn.logdir import checkpoint
 
     if args.rounds < 1 or args.batches_per_round < 2 or (args.batch_size is not None and args.batch_size < 1):
@@ -291,7 +291,7 @@ def measure_run(args):
         raise NoiseScaleError(f"{args.logdir}: no complete checkpoint; train with --checkpoint_replay "
                               "--checkpoint_interval_env_steps=... into it first (see --help)")
     try:
-        config = TrainConfig.from_json(checkpoint.read_config_json(paths[-1]))
+        config = config_from_json(checkpoint.read_config_json(paths[-1]))
     except (OSError, ValueError, TypeError) as error:
         raise NoiseScaleError(f"{paths[-1]}: its config.json is unreadable ({error})") from None
     if not learns_from_replay(config):

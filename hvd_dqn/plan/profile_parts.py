@@ -14,7 +14,8 @@ def measure_parts(config, env_counts, batch_sizes, seconds: float, rounds: int, 
     """Every single-process part, timed in alternating rounds on this process's device."""
     import tensorflow as tf
 
-    from hvd_dqn.agent.factory import greedy_network, learns_from_replay, online_network
+    from hvd_dqn.agent.factory import greedy_network, online_network
+    from hvd_dqn.rank_split import learns_from_replay
     from hvd_dqn.agent.base import act_and_store
     from hvd_dqn.agent.policy import EpsilonGreedyActor
     from hvd_dqn.envs import env_seeds, make_env_for, probe_spec

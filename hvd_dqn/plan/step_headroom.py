@@ -23,7 +23,7 @@ import os
 import sys
 from typing import List, Optional
 
-from hvd_dqn.agent.factory import learns_from_replay
+from hvd_dqn.rank_split import learns_from_replay
 
 PROGRAM = "hvd_dqn.plan.step_headroom"
 

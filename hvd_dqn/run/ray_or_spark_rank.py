@@ -7,7 +7,8 @@ import dataclasses
 
 from absl import logging
 
-from hvd_dqn.config import ConfigError, TrainConfig, validate
+from hvd_dqn.agent.configs import validate
+from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.logdir.checkpoint import CheckpointError
 
 

@@ -19,6 +19,7 @@ import tensorflow as tf
 from absl import logging
 
 from hvd_dqn import collectives
+from hvd_dqn.agent.configs import config_from_json
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.logdir import checkpoint, storage
 from hvd_dqn.logdir.checkpoint import CheckpointError
@@ -29,7 +30,7 @@ from hvd_dqn.run.progress import Counters
 # what each rank's envs, replay memory and update share are; a resumed run must agree on them, and on those its
 # agent's registry entry names (`shapes_checkpoint`). A run begun while "updates" was the default (before version
 # 0.1.3) is resumed with --rank_scaling=updates; one begun under "batch" before counts_per_rank existed, with
-# --counts_per_rank (TrainConfig.from_json reads it so).
+# --counts_per_rank (hvd_dqn.agent.configs.config_from_json reads it so).
 _CHECKPOINT_SHAPING_SETTINGS = ("env_id", "hidden_sizes", "full_action_space", "mixed_precision", "network",
                                 "conv_padding", "optimizer", "rank_scaling", "counts_per_rank", "agent")
 
@@ -58,7 +59,7 @@ class Checkpointing:
 
     def _without_memories(self, world_size: int, refill: str = "refilling", start: str = "starting") -> str:
         """What a resume without the ranks' memories does instead, with the verbs `refill` and `start`."""
-        from hvd_dqn.agent.factory import learns_from_replay
+        from hvd_dqn.rank_split import learns_from_replay
         from hvd_dqn.rank_split import rank_learning_starts
 
         if not learns_from_replay(self.config):
@@ -175,7 +176,7 @@ class Checkpointing:
         for path in candidates:
             try:
                 local = self.store.fetch_checkpoint(path) if self.store else path
-                saved = TrainConfig.from_json(checkpoint.read_config_json(local))
+                saved = config_from_json(checkpoint.read_config_json(local))
             except (OSError, ValueError, TypeError, storage.StorageError) as error:
                 logging.warning("skipping checkpoint %s: its config.json is unreadable (%s)", path, error)
                 continue

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from conftest import MP_SCRIPTS, PYTHON, REPO, horovodrun, run
-from hvd_dqn.config import TrainConfig
+from hvd_dqn.agent.configs import make_config
 
 FAKE = MP_SCRIPTS / "fake_agent_run.py"
 
@@ -65,9 +65,9 @@ def test_the_factory_builds_the_agent_the_config_names(agent, memory_name):
 
     hvd.init()
     spec = EnvSpec((4,), np.float32, 2)
-    config = TrainConfig(agent=agent, num_envs=2, learning_starts=64, batch_size=32, train_frequency=1,
-                         rollout_steps=16, num_minibatches=2, update_epochs=1, replay_capacity=1000,
-                         hidden_sizes=(8,), elastic=False)
+    rollout = {"pqn": dict(rollout_steps=16, num_minibatches=2, update_epochs=1)}.get(agent, {})
+    config = make_config(agent=agent, num_envs=2, learning_starts=64, batch_size=32, train_frequency=1,
+                         replay_capacity=1000, hidden_sizes=(8,), elastic=False, **rollout)
     built = make_agent(config, spec, 2, 1000, 1, np.random.default_rng(0), Metrics())
     try:
         assert built.memory_name == memory_name
@@ -83,11 +83,13 @@ def test_the_factory_builds_the_agent_the_config_names(agent, memory_name):
 
 
 def test_the_config_agent_is_read_only_to_look_it_up_in_the_registry():
-    """The factory (building it, what is asked of it), the validation (its settings) and the resume check (the
-    settings that shape its checkpoint) read --agent, each to ask the registry; nothing else reads it."""
+    """The factory (building it, what is asked of it), the config's making and validation (its settings) and the
+    resume check (the settings that shape its checkpoint) read --agent, each to ask the registry; nothing else reads
+    it."""
     readers = {str(path.relative_to(REPO)): path.read_text() for path in (REPO / "hvd_dqn").rglob("*.py")
                if re.search(r"config\.agent\b", path.read_text())}
-    assert sorted(readers) == ["hvd_dqn/agent/factory.py", "hvd_dqn/config.py", "hvd_dqn/run/save_restore.py"]
+    assert sorted(readers) == ["hvd_dqn/agent/configs.py", "hvd_dqn/agent/factory.py", "hvd_dqn/run/save_restore.py"]
     for path, text in readers.items():
         uses = re.findall(r"[\w.]*\(?[\w.]*config\.agent\b", text)
-        assert uses and all(re.match(r"registry\.\w+\(config\.agent", use) for use in uses), (path, uses)
+        assert uses and all(re.match(r"(registry\.\w+|settings_class)\(config\.agent", use) for use in uses), \
+            (path, uses)

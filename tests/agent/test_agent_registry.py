@@ -1,6 +1,7 @@
 """The registry of agents: lookups and their one-line errors, settings refused by ownership, and an agent defined
 outside the package, installed as a plugin (an entry point), trained, resumed, evaluated and exported with the
 shipped commands while no file of hvd_dqn changes."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -12,6 +13,7 @@ import tensorflow as tf
 
 from hvd_dqn.agent import registry
 from hvd_dqn.logdir import checkpoint
+from hvd_dqn.settings import AgentSettings
 
 from conftest import REPO, environment, python_module, train_error_line
 
@@ -82,27 +84,44 @@ def test_the_runner_refuses_another_agents_setting_named_in_its_flagfile_or_keyw
 
 def test_an_entry_names_its_class_and_memory_properly_and_a_name_is_registered_once():
     fields = dict(name="x", title="X", summary="x", settings={}, without_them="x")
-    with pytest.raises(ValueError, match="memory must be one of replay, rollout"):
-        registry.AgentEntry(implementation="m:C", memory="tape", **fields)
+    tape = dataclasses.make_dataclass("TapeSettings", [], bases=(AgentSettings,), frozen=True,
+                                      namespace={"memory": "tape"})
+    with pytest.raises(ValueError, match="its settings' memory must be one of replay, rollout, not 'tape'"):
+        registry.AgentEntry(implementation="m:C", settings_class=tape, **fields)
+    with pytest.raises(ValueError, match="settings_class must be a dataclass subclassing hvd_dqn.settings.AgentSettings"):
+        registry.AgentEntry(implementation="m:C", settings_class=dict, **fields)
     with pytest.raises(ValueError, match="implementation must read 'module:Class'"):
         registry.AgentEntry(implementation="m.C", **fields)
     with pytest.raises(ValueError, match=r"--agent=dqn is registered already, by hvd_dqn.agent.dqn.agent:DQNAgent"):
         registry.register(registry.AgentEntry(**{**fields, "name": "dqn"}, implementation="elsewhere:Agent"))
 
 
-# An agent of another package: expected SARSA (van Seijen et al. 2009) for the epsilon-greedy policy of
-# --epsilon_end, bootstrapping from (1 - eps) max_a Q + eps mean_a Q of the target network. DQN's replay, target
-# network and schedule; its own learner's targets; the settings of the replay memory and target network.
+# An agent of another package: expected SARSA (van Seijen et al. 2009) for an epsilon-greedy policy of its own
+# setting --target_epsilon, bootstrapping from (1 - eps) max_a Q + eps mean_a Q of the target network. DQN's replay,
+# target network and schedule; its own learner's targets; the settings of the replay memory and target network, and
+# one of its own, declared beside it as a built-in agent's are.
 PLUGIN = '''
 """Expected SARSA on hvd_dqn's DQN machinery, registered through the hvd_dqn.agents entry point."""
+import dataclasses
+
 from hvd_dqn.agent.dqn import REPLAY_SETTINGS, TARGET_SETTINGS
+from hvd_dqn.agent.dqn.settings import DQNSettings
 from hvd_dqn.agent.registry import AgentEntry
+from hvd_dqn.settings import in_unit_interval, setting
+
+
+@dataclasses.dataclass(frozen=True)
+class ExpectedSarsaSettings(DQNSettings):
+    target_epsilon: float = setting(
+        0.05, "Expected SARSA: epsilon of the epsilon-greedy policy whose expected Q-value the targets bootstrap "
+              "from.", purpose="the policy its targets expect", check=in_unit_interval)
+
 
 AGENT = AgentEntry(
     name="expected_sarsa", title="Expected SARSA",
     summary="Expected SARSA for the epsilon-greedy policy (van Seijen et al. 2009), from a replay memory.",
     implementation="expected_sarsa_agent.agent:ExpectedSarsaAgent",
-    settings={**REPLAY_SETTINGS, **TARGET_SETTINGS, "loss": "the TD loss"},
+    settings={**REPLAY_SETTINGS, **TARGET_SETTINGS, "loss": "the TD loss"}, settings_class=ExpectedSarsaSettings,
     without_them="bootstraps from the expected Q-value of its epsilon-greedy policy")
 '''
 PLUGIN_AGENT = '''
@@ -118,7 +137,8 @@ class ExpectedSarsaLearner(DQNLearner):
     @classmethod
     def from_config(cls, config, online, target, world_size, distributed=True):
         learner = super().from_config(config, online, target, world_size, distributed)
-        learner.epsilon = config.epsilon_end
+        learner.epsilon = config.target_epsilon
+        print(f"targets expect epsilon {learner.epsilon}", flush=True)
         return learner
 
     def _targets(self, reward_t, discount_t, observation_t):
@@ -155,26 +175,42 @@ RUN = ["--agent=expected_sarsa", "--env_id=CartPole-v1", "--num_envs=2", "--lear
 
 
 def test_an_agent_from_another_package_trains_resumes_evaluates_and_exports_with_the_shipped_commands(tmp_path):
+    """The plugin's own setting is a flag of hvd_dqn.train (listed by --helpfull under its agent, checked, refused for
+    another agent in one line), reaches its learner, is written to config.json and read back by --resume, evaluate
+    and export."""
     before = _package_state()
     plugin, logdir, out = tmp_path / "site", tmp_path / "run", tmp_path / "policy"
     _install_plugin(plugin)
     with environment(PYTHONPATH=f"{plugin}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"):
         listed = python_module("hvd_dqn.train", ["--help"], timeout=120).stdout
         assert "expected_sarsa: Expected SARSA for the epsilon-greedy policy" in " ".join(listed.split())
+        full = " ".join(python_module("hvd_dqn.train", ["--helpfull"], timeout=120, check=False).stdout.split())
+        assert ("--target_epsilon: Expected SARSA: epsilon of the epsilon-greedy policy whose expected Q-value the "
+                "targets bootstrap from. [--agent=expected_sarsa] (default: '0.05')") in full
         refused = python_module("hvd_dqn.train", [*RUN, f"--logdir={logdir}", "--num_quantiles=8"], check=False)
         assert refused.returncode == 2 and refused.stderr.strip().splitlines() == [
             "hvd_dqn.train: error: --num_quantiles=8: a setting of QR-DQN (the quantiles of the return); "
             "--agent=expected_sarsa bootstraps from the expected Q-value of its epsilon-greedy policy. Leave it "
             "out, or use --agent=qrdqn"]
-        python_module("hvd_dqn.train", [*RUN, f"--logdir={logdir}", "--total_env_steps=1000"], timeout=300)
-        python_module("hvd_dqn.train", [*RUN, f"--logdir={logdir}", "--total_env_steps=2000", "--resume"],
-                      timeout=300)
+        assert train_error_line(["--flagfile=configs/cartpole.flags", "--target_epsilon=0.05",
+                                 f"--logdir={tmp_path / 'dqn'}"]) == (
+            "hvd_dqn.train: error: --target_epsilon=0.05: a setting of Expected SARSA (the policy its targets "
+            "expect); --agent=dqn learns one Q-value per action. Leave it out, or use --agent=expected_sarsa")
+        assert train_error_line([*RUN, f"--logdir={logdir}", "--target_epsilon=1.5"]) == (
+            "hvd_dqn.train: error: --target_epsilon=1.5: must be in [0, 1]")
+        first = python_module("hvd_dqn.train", [*RUN, f"--logdir={logdir}", "--total_env_steps=1000",
+                                                "--target_epsilon=0.2"], timeout=300)
+        assert "targets expect epsilon 0.2" in first.stdout + first.stderr
+        resumed = python_module("hvd_dqn.train", [*RUN, f"--logdir={logdir}", "--total_env_steps=2000", "--resume",
+                                                  "--target_epsilon=0.2"], timeout=300)
+        assert "targets expect epsilon 0.2" in resumed.stdout + resumed.stderr
         report = tmp_path / "eval.json"
         python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=2", f"--json={report}"], timeout=300)
         python_module("hvd_dqn.export", [f"--logdir={logdir}", f"--out={out}"], timeout=300)
     final = checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
     assert final["env_steps"] == 2000 and final["updates"] > 0
-    assert json.loads((logdir / "config.json").read_text())["agent"] == "expected_sarsa"
+    saved = json.loads((logdir / "config.json").read_text())
+    assert saved["agent"] == "expected_sarsa" and saved["target_epsilon"] == 0.2
     assert json.loads(report.read_text())["episodes"] == 2
     served = tf.saved_model.load(str(out)).signatures["serving_default"](observation=tf.zeros((3, 4)))
     assert served["q_values"].shape == (3, 2) and np.all(np.isfinite(served["q_values"].numpy()))

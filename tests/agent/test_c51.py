@@ -10,7 +10,7 @@ from hvd_dqn.agent.c51.agent import C51Agent
 from hvd_dqn.agent.c51.learner import CategoricalLearner, categorical_support, project_distribution, support_of
 from hvd_dqn.agent.networks import Head, build_mlp_q_network
 from hvd_dqn.agent.optimizers import make_optimizer
-from hvd_dqn.config import TrainConfig
+from hvd_dqn.agent.configs import make_config
 
 from conftest import REPO, assert_greedy_view_exports, train_error_line, train_and_check_learning
 
@@ -20,8 +20,8 @@ SUPPORT = categorical_support(5, -2.0, 2.0)  # atoms -2, -1, 0, 1, 2
 
 def test_the_support_is_evenly_spaced_and_v_min_defaults_to_minus_v_max():
     np.testing.assert_allclose(SUPPORT, [-2.0, -1.0, 0.0, 1.0, 2.0])
-    np.testing.assert_allclose(support_of(TrainConfig(agent="c51", num_atoms=3, v_max=4.0)), [-4.0, 0.0, 4.0])
-    np.testing.assert_allclose(support_of(TrainConfig(agent="c51", num_atoms=3, v_min=0.0, v_max=4.0)),
+    np.testing.assert_allclose(support_of(make_config(agent="c51", num_atoms=3, v_max=4.0)), [-4.0, 0.0, 4.0])
+    np.testing.assert_allclose(support_of(make_config(agent="c51", num_atoms=3, v_min=0.0, v_max=4.0)),
                                [0.0, 2.0, 4.0])
 
 
@@ -81,7 +81,7 @@ def test_targets_move_the_greedy_actions_distribution_and_project_it(double_dqn)
     target = _constant_network([[BIG, 0, 0, 0, 0], [0, 0, 0, BIG, 0]], "target")
     online = _constant_network([[0, 0, 0, 0, BIG], [BIG, 0, 0, 0, 0]], "online")
     target_weights = target.get_weights()
-    learner = CategoricalLearner(online, target, make_optimizer(TrainConfig(), 1, distributed=False),
+    learner = CategoricalLearner(online, target, make_optimizer(make_config(), 1, distributed=False),
                                  double_dqn=double_dqn, support=SUPPORT)
     target.set_weights(target_weights)  # the learner copied online into target at start: put the target's back
     targets = learner._targets(tf.constant([0.5, -0.5]), tf.constant([0.5, 0.0]), tf.zeros((2, 2))).numpy()
@@ -95,7 +95,7 @@ def test_the_loss_is_the_cross_entropy_of_the_action_taken_against_its_target():
     on two atoms where the prediction puts (e^1, e^1, 1, 1, 1) / (2e + 3): -log(e / (2e + 3))."""
     network = _constant_network([[0, 0, 0, 0, 0], [1, 1, 0, 0, 0]], "online")
     learner = CategoricalLearner(network, _constant_network([[0] * 5] * 2, "target"),
-                                 make_optimizer(TrainConfig(), 1, distributed=False), double_dqn=False,
+                                 make_optimizer(make_config(), 1, distributed=False), double_dqn=False,
                                  support=SUPPORT)
     targets = tf.constant([[0, 0, 1, 0, 0], [0.5, 0.5, 0, 0, 0]], tf.float32)
     mean, q_taken, per_transition, per_transition_metrics = learner._loss(

@@ -11,13 +11,13 @@ import tensorflow as tf
 from hvd_dqn.agent.iqn.agent import IQNAgent
 from hvd_dqn.agent.iqn.learner import ImplicitQuantileLearner
 from hvd_dqn.agent.optimizers import make_optimizer
-from hvd_dqn.config import TrainConfig
+from hvd_dqn.agent.configs import make_config
 from hvd_dqn.envs import EnvSpec
 
 from conftest import REPO, train_error_line, train_and_check_learning
 
 PRESET = f"--flagfile={REPO / 'configs' / 'cartpole_iqn.flags'}"
-CONFIG = TrainConfig(agent="iqn", env_id="CartPole-v1", hidden_sizes=(8, 8), num_tau_samples=4,
+CONFIG = make_config(agent="iqn", env_id="CartPole-v1", hidden_sizes=(8, 8), num_tau_samples=4,
                      num_tau_prime_samples=5, num_quantile_samples=3, quantile_embedding_dim=6)
 SPEC = EnvSpec(observation_shape=(2,), observation_dtype=np.float32, num_actions=2)
 

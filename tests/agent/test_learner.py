@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from hvd_dqn.agent.data_parallel_update import huber, td_loss
 from hvd_dqn.agent.dqn.learner import DQNLearner, td_targets
-from hvd_dqn.config import TrainConfig
+from hvd_dqn.agent.configs import make_config
 from hvd_dqn.agent.optimizers import make_optimizer
 from hvd_dqn.agent.networks import build_mlp_q_network
 from hvd_dqn.memories.replay import Batch
@@ -65,7 +65,7 @@ def _learner(double_dqn=True, loss="huber"):
     tf.keras.utils.set_random_seed(3)
     online = build_mlp_q_network((3,), 2, (8,), "online")
     target = build_mlp_q_network((3,), 2, (8,), "target")
-    optimizer = make_optimizer(TrainConfig(learning_rate=1e-2, max_grad_norm=0.0), 1, distributed=False)
+    optimizer = make_optimizer(make_config(learning_rate=1e-2, max_grad_norm=0.0), 1, distributed=False)
     return DQNLearner(online, target, optimizer, double_dqn=double_dqn, loss=loss)
 
 
@@ -158,7 +158,7 @@ def test_rescaling_the_learning_rate_changes_the_step_of_the_distributed_optimiz
     from hvd_dqn.agent.optimizers import rescale_learning_rate
 
     hvd.init()
-    config = TrainConfig(learning_rate=1e-2, max_grad_norm=0.0, elastic=True)
+    config = make_config(learning_rate=1e-2, max_grad_norm=0.0, elastic=True)
     optimizer = make_optimizer(config, 1)
     variable = tf.Variable([0.0])
 
@@ -172,7 +172,7 @@ def test_rescaling_the_learning_rate_changes_the_step_of_the_distributed_optimiz
     assert step_size() == pytest.approx(1e-2, rel=1e-4)  # one rank: the base rate
     assert rescale_learning_rate(optimizer, config, 3)
     assert step_size() == pytest.approx(3e-2, rel=1e-4)
-    fixed = TrainConfig(learning_rate=1e-2, max_grad_norm=0.0)
+    fixed = make_config(learning_rate=1e-2, max_grad_norm=0.0)
     assert not rescale_learning_rate(make_optimizer(fixed, 1), fixed, 3)  # fixed world: no schedule
 
 
@@ -182,7 +182,7 @@ def test_the_distributed_optimizer_takes_decaying_steps_with_learning_rate_end()
     import horovod.tensorflow as hvd
 
     hvd.init()
-    optimizer = make_optimizer(TrainConfig(learning_rate=1e-2, max_grad_norm=0.0, learning_rate_end=1e-3,
+    optimizer = make_optimizer(make_config(learning_rate=1e-2, max_grad_norm=0.0, learning_rate_end=1e-3,
                                            lr_decay_updates=3), 1)
     variable = tf.Variable([0.0])
     steps = []
@@ -216,7 +216,7 @@ def test_the_update_from_compact_frames_equals_the_update_from_stacks():
     def learner():
         tf.keras.utils.set_random_seed(5)
         online, target = (build_nature_cnn_q_network((4, 84, 84), 4, name) for name in ("online", "target"))
-        return DQNLearner(online, target, make_optimizer(TrainConfig(), 1, distributed=False), True)
+        return DQNLearner(online, target, make_optimizer(make_config(), 1, distributed=False), True)
 
     from_frames, from_stacks = learner(), learner()
     one, other = from_frames.update(frames), from_stacks.update(stacks)
@@ -238,7 +238,7 @@ def test_xla_compiled_update_matches_the_plain_one():
     for xla in (False, True):
         tf.keras.utils.set_random_seed(7)
         online, target = (build_nature_cnn_q_network((4, 84, 84), 4, name) for name in ("online", "target"))
-        learners.append(DQNLearner(online, target, make_optimizer(TrainConfig(), 1, distributed=False),
+        learners.append(DQNLearner(online, target, make_optimizer(make_config(), 1, distributed=False),
                                    double_dqn=True, xla=xla))
     plain, compiled = (learner.update(batch) for learner in learners)
     np.testing.assert_allclose(compiled["td_errors"], plain["td_errors"], rtol=1e-4, atol=1e-5)
@@ -257,7 +257,7 @@ def test_mixed_precision_computes_in_float16_and_keeps_q_values_and_weights_floa
     try:
         online, target = (build_nature_cnn_q_network((4, 84, 84), 4, name, dueling=True)
                           for name in ("online", "target"))
-        learner = DQNLearner(online, target, make_optimizer(TrainConfig(mixed_precision=True), 1),
+        learner = DQNLearner(online, target, make_optimizer(make_config(mixed_precision=True), 1),
                              double_dqn=True)
         assert learner.loss_scaling and online.get_layer("conv_0").compute_dtype == "float16"
         assert all(variable.dtype == tf.float32 for variable in online.variables)

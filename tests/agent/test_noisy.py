@@ -10,7 +10,7 @@ from hvd_dqn.agent.dqn.learner import DQNLearner
 from hvd_dqn.agent.noisy import NoisyDense, is_noisy, tiled_seed
 from hvd_dqn.agent.optimizers import make_optimizer
 from hvd_dqn.agent.policy import NoisyNetworkActor
-from hvd_dqn.config import TrainConfig
+from hvd_dqn.agent.configs import make_config
 from hvd_dqn.envs import EnvSpec
 from hvd_dqn.memories.replay import Batch
 
@@ -70,9 +70,9 @@ def test_the_noise_depends_on_the_seed_alone_and_gradients_reach_sigma():
 def test_a_noisy_q_network_acts_on_its_means_in_evaluation_and_explores_in_training():
     """Evaluation's Q-network (the class's `q_values`) is the means': the same every call. The noisy view takes
     a seed; training's epsilon is 0 throughout."""
-    config = TrainConfig(noisy_nets=True, hidden_sizes=(16,))
+    config = make_config(noisy_nets=True, hidden_sizes=(16,))
     network = DQNAgent.network(config, SPEC, "online")
-    assert is_noisy(network) and not is_noisy(DQNAgent.network(TrainConfig(hidden_sizes=(16,)), SPEC, "plain"))
+    assert is_noisy(network) and not is_noisy(DQNAgent.network(make_config(hidden_sizes=(16,)), SPEC, "plain"))
     assert sum(isinstance(layer, NoisyDense) for layer in network.layers) == 2  # the hidden and the output layer
     q_values = DQNAgent.q_values(network)
     observation = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32)
@@ -96,7 +96,7 @@ def test_a_noisy_q_network_acts_on_its_means_in_evaluation_and_explores_in_train
 
 def _learner(seed):
     tf.keras.utils.set_random_seed(0)
-    config = TrainConfig(noisy_nets=True, hidden_sizes=(16,))
+    config = make_config(noisy_nets=True, hidden_sizes=(16,))
     learner = DQNLearner.from_config(config, DQNAgent.network(config, SPEC, "online"),
                                      DQNAgent.network(config, SPEC, "target"), 1, distributed=False)
     learner.seed = seed
@@ -133,7 +133,8 @@ def test_the_learner_draws_fresh_noise_each_update_repeatably_and_per_seed():
 def test_every_agent_on_these_networks_builds_them_noisy(agent):
     from hvd_dqn.agent.factory import agent_class
 
-    config = TrainConfig(agent=agent, noisy_nets=True, hidden_sizes=(8,), num_quantiles=4, num_atoms=5)
+    own = {"qrdqn": {"num_quantiles": 4}, "c51": {"num_atoms": 5}}.get(agent, {})
+    config = make_config(agent=agent, noisy_nets=True, hidden_sizes=(8,), **own)
     network = agent_class(config).network(config, SPEC, "online")
     assert is_noisy(network)
     q_values = agent_class(config).q_values(network)

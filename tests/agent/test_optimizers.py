@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hvd_dqn.config import TrainConfig
+from hvd_dqn.agent.configs import make_config
 from hvd_dqn.agent.optimizers import Lamb, RectifiedAdam, RootEpsilonRMSprop, make_optimizer, trust_ratio
 
 
@@ -60,10 +60,10 @@ def test_rmsprop_without_layer_adaptation_steps_as_its_formula_to_the_bit():
 
 def test_the_setting_survives_horovods_rebuild_and_make_optimizer_picks_lamb_for_adam():
     """Horovod's DistributedOptimizer rebuilds the optimizer from its config."""
-    for built in (make_optimizer(TrainConfig(layer_adaptation=True), 1, distributed=False),
-                  make_optimizer(TrainConfig(optimizer="rmsprop", layer_adaptation=True), 1, distributed=False)):
+    for built in (make_optimizer(make_config(layer_adaptation=True), 1, distributed=False),
+                  make_optimizer(make_config(optimizer="rmsprop", layer_adaptation=True), 1, distributed=False)):
         rebuilt = type(built).from_config(built.get_config())
         assert rebuilt.layer_adaptation and type(rebuilt) is type(built)
-    assert isinstance(make_optimizer(TrainConfig(layer_adaptation=True), 1, distributed=False), Lamb)
-    plain = make_optimizer(TrainConfig(), 1, distributed=False)
+    assert isinstance(make_optimizer(make_config(layer_adaptation=True), 1, distributed=False), Lamb)
+    plain = make_optimizer(make_config(), 1, distributed=False)
     assert type(plain) is tf.keras.optimizers.Adam  # without it, Keras' own Adam as before

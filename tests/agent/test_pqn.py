@@ -13,7 +13,8 @@ from hvd_dqn.agent.policy import RolloutActor
 from hvd_dqn.agent.networks import build_minatar_q_network, build_mlp_q_network, build_nature_cnn_q_network
 from hvd_dqn.agent.pqn.learner import q_lambda_returns
 from hvd_dqn.agent.dqn import REPLAY_SETTINGS, TARGET_SETTINGS
-from hvd_dqn.config import ConfigError, TrainConfig, validate
+from hvd_dqn.agent.configs import make_config, validate, with_settings
+from hvd_dqn.config import ConfigError
 from hvd_dqn.logdir import checkpoint
 from hvd_dqn.rank_split import check_world, learning_rate_at, pqn_minibatch_size, pqn_updates_per_rollout
 from hvd_dqn.memories.rollout import Rollout
@@ -153,9 +154,9 @@ def test_a_rollout_checkpoints_exactly_and_refuses_another_shape(tmp_path):
 def test_every_replay_and_target_setting_is_named_in_one_line_with_pqn(tmp_path):
     """PQN owns neither the replay memory's settings nor the target network's (their owners' registry entries
     do): each, changed from its default, is named with the agents it belongs to."""
-    pqn = TrainConfig(agent="pqn", layer_norm=True, logdir=str(tmp_path))
+    pqn = make_config(agent="pqn", layer_norm=True, logdir=str(tmp_path))
     validate(pqn)
-    defaults = TrainConfig()
+    defaults = make_config()
     assert {"replay_capacity", "batch_size", "n_step", "double_dqn", "target_update_period"} <= {
         *REPLAY_SETTINGS, *TARGET_SETTINGS}
     for name in {**REPLAY_SETTINGS, **TARGET_SETTINGS}:
@@ -184,9 +185,9 @@ def test_whole_minibatches_make_n_times_fewer_updates_of_one_ranks_size():
     """CartPole's preset: a job rollout of 4 envs x 128 steps, 4 minibatches of 128, 4 passes. Shared, each of
     N ranks adds 128 / N to every one of the 16 updates; whole, each makes 4 / N minibatches of 128 per pass from
     its own rollout of 512 / N, the step size is N times larger and its decay counts N times fewer updates."""
-    shared = TrainConfig(agent="pqn", layer_norm=True, num_envs=4, rollout_steps=128, num_minibatches=4,
+    shared = make_config(agent="pqn", layer_norm=True, num_envs=4, rollout_steps=128, num_minibatches=4,
                          learning_rate_end=1e-9, lr_decay_updates=15616)
-    whole = dataclasses.replace(shared, pqn_minibatches="whole")
+    whole = with_settings(shared, pqn_minibatches="whole")
     for ranks in (1, 2, 4):
         assert (pqn_minibatch_size(shared, ranks), pqn_updates_per_rollout(shared, ranks)) == (128 // ranks, 16)
         assert (pqn_minibatch_size(whole, ranks), pqn_updates_per_rollout(whole, ranks)) == (128, 16 // ranks)
@@ -202,8 +203,8 @@ def test_whole_minibatches_make_n_times_fewer_updates_of_one_ranks_size():
                             r"--agent=dqn learns one Q-value per action"),
                            ({"counts_per_rank": True}, r"^--pqn_minibatches=whole: splits the job's rollout"),
                            ({"pqn_minibatches": "halves"}, r"^--pqn_minibatches=halves: must be one of shared, whole")):
-        with pytest.raises(ConfigError, match=message):
-            validate(dataclasses.replace(whole, **other), check_logdir_writable=False)
+        with pytest.raises(ConfigError, match=message):  # as the Runner changes a config the user named
+            validate(with_settings(whole, given=("pqn_minibatches",), **other), check_logdir_writable=False)
 
 
 SHORT = [PRESET, "--total_env_steps=3000", "--rollout_steps=32", "--lr_decay_updates=1000",

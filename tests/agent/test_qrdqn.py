@@ -9,7 +9,7 @@ import tensorflow as tf
 from hvd_dqn.agent.networks import Head, build_mlp_q_network
 from hvd_dqn.agent.qrdqn.agent import QRDQNAgent
 from hvd_dqn.agent.qrdqn.learner import QuantileLearner, quantile_huber_loss, quantile_midpoints
-from hvd_dqn.config import TrainConfig
+from hvd_dqn.agent.configs import make_config
 from hvd_dqn.agent.optimizers import make_optimizer
 
 from conftest import REPO, assert_greedy_view_exports, train_error_line, train_and_check_learning
@@ -67,7 +67,7 @@ def test_the_loss_reports_the_spread_of_each_taken_actions_quantiles():
     sqrt(((-11)^2 + (-1)^2 + 12^2) / 3) = sqrt(266 / 3) about their mean 1; action 1's (2, 2, 2) none."""
     online = _constant_network([[-10.0, 0.0, 13.0], [2.0, 2.0, 2.0]], "online")
     learner = QuantileLearner(online, _constant_network([[0.0] * 3] * 2, "target"),
-                              make_optimizer(TrainConfig(), 1, distributed=False), double_dqn=False, kappa=1.0)
+                              make_optimizer(make_config(), 1, distributed=False), double_dqn=False, kappa=1.0)
     _, q_taken, _, per_transition_metrics = learner._loss(tf.zeros((2, 2)), tf.constant([0, 1]),
                                                           tf.zeros((2, 3)), tf.ones(2))
     np.testing.assert_allclose(q_taken.numpy(), [1.0, 2.0], rtol=1e-6)
@@ -81,7 +81,7 @@ def test_targets_bootstrap_from_the_action_greedy_on_the_mean_of_its_quantiles(d
     favour action 0 here, so action 0's target quantiles are taken."""
     target = _constant_network([[-10.0, 0.0, 13.0], [2.0, 2.0, 2.0]], "target")
     online = _constant_network([[5.0, 5.0, 5.0], [0.0, 0.0, 0.0]], "online")
-    optimizer = make_optimizer(TrainConfig(), 1, distributed=False)
+    optimizer = make_optimizer(make_config(), 1, distributed=False)
     target_weights = target.get_weights()
     learner = QuantileLearner(online, target, optimizer, double_dqn=double_dqn, kappa=1.0)
     target.set_weights(target_weights)  # the learner copied online into target at start: put the target's back

@@ -4,7 +4,7 @@ import tensorflow as tf
 from hvd_dqn.agent.optimizers import WarmupToScaledLearningRate
 from hvd_dqn.agent.schedules import LinearSchedule
 from hvd_dqn.rank_split import UpdateCountedSchedules, update_counted_schedules
-from hvd_dqn.config import TrainConfig
+from hvd_dqn.agent.configs import make_config
 
 
 @pytest.mark.parametrize("step, expected", [(0, 1.0), (250, 0.7625), (500, 0.525), (1000, 0.05), (10**6, 0.05)])
@@ -75,14 +75,14 @@ def test_learning_rate_scale_rules(ranks, rule, expected):
 def test_scaled_schedules_span_one_ranks_env_steps_under_batch_scaling(ranks, expected):
     """--scale_schedules_by_workers: N ranks of --rank_scaling=batch make N times fewer updates per env step, so
     the schedules counted in updates are divided by N (rounded half up, never below 1: 62.5 -> 63)."""
-    config = TrainConfig(rank_scaling="batch", scale_schedules_by_workers=True, target_update_period=250,
+    config = make_config(rank_scaling="batch", scale_schedules_by_workers=True, target_update_period=250,
                          lr_warmup_updates=1, lr_decay_updates=25000)
     assert update_counted_schedules(config, ranks) == UpdateCountedSchedules(*expected)
 
 
 def test_schedules_stay_as_given_without_the_flag_or_a_warmup():
-    config = TrainConfig(rank_scaling="batch", scale_schedules_by_workers=False, target_update_period=250,
+    config = make_config(rank_scaling="batch", scale_schedules_by_workers=False, target_update_period=250,
                          lr_decay_updates=25000)
     assert update_counted_schedules(config, 4) == UpdateCountedSchedules(250, 0, 25000)
-    scaled = TrainConfig(rank_scaling="batch", scale_schedules_by_workers=True, target_update_period=250)
+    scaled = make_config(rank_scaling="batch", scale_schedules_by_workers=True, target_update_period=250)
     assert update_counted_schedules(scaled, 4).lr_warmup_updates == 0  # no warm-up stays none

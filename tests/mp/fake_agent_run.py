@@ -15,7 +15,7 @@ import tensorflow as tf  # noqa: E402
 
 from hvd_dqn.agent.policy import EpsilonGreedyActor  # noqa: E402
 from hvd_dqn.agent.schedules import LinearSchedule  # noqa: E402
-from hvd_dqn.config import TrainConfig, validate  # noqa: E402
+from hvd_dqn.agent.configs import make_config, validate  # noqa: E402
 from hvd_dqn.run import trainer as trainer_module  # noqa: E402
 
 UPDATE_EVERY = 10  # the fake's "update" is due every this many of its rank's env steps
@@ -118,7 +118,7 @@ def main():
         return made[-1]
 
     trainer_module.make_agent = make_fake_agent  # the trainer's one way to an agent
-    config = validate(TrainConfig(env_id="CartPole-v1", num_envs=4, total_env_steps=args.total_env_steps,
+    config = validate(make_config(env_id="CartPole-v1", num_envs=4, total_env_steps=args.total_env_steps,
                                   log_interval_env_steps=100, checkpoint_interval_env_steps=200,
                                   eval_interval_env_steps=200, eval_episodes=2, checkpoint_replay=False,
                                   logdir=args.logdir, resume=args.resume, pipeline="off"))

@@ -20,7 +20,7 @@ import tensorflow as tf
 from hvd_dqn import collectives
 from hvd_dqn.agent.data_parallel_update import huber
 from hvd_dqn.agent.dqn.learner import DQNLearner, td_targets
-from hvd_dqn.config import TrainConfig
+from hvd_dqn.agent.configs import make_config
 from hvd_dqn.agent.optimizers import distributed_optimizer, make_optimizer
 from hvd_dqn.agent.networks import build_mlp_q_network
 from hvd_dqn.memories.replay import Batch
@@ -75,7 +75,7 @@ def main():
     if args.mode == "sgd_one":
         optimizer = distributed_optimizer(tf.keras.optimizers.SGD(learning_rate=0.1), args.fp16_allreduce)
     else:
-        optimizer = make_optimizer(TrainConfig(scale_lr_by_workers=False, mixed_precision=args.mixed_precision),
+        optimizer = make_optimizer(make_config(scale_lr_by_workers=False, mixed_precision=args.mixed_precision),
                                    world.size)
     learner = DQNLearner(online, target, optimizer, double_dqn=True)
     assert learner.loss_scaling == args.mixed_precision

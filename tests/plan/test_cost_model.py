@@ -10,7 +10,7 @@ import pytest
 
 import numpy as np
 
-from hvd_dqn.config import TrainConfig
+from hvd_dqn.agent.configs import make_config
 from hvd_dqn.envs import EnvSpec
 from hvd_dqn.measure.benchmark_workers import BenchmarkError
 from hvd_dqn.measure.update_costs import update_settings
@@ -151,7 +151,7 @@ def test_the_paper_table_of_another_agent_gives_its_update_ratio_and_where_it_co
 
 
 def test_a_preset_is_priced_against_the_update_its_profile_timed():
-    qrdqn = TrainConfig(agent="qrdqn")
+    qrdqn = make_config(agent="qrdqn")
     # A profile calibrated with a QR-DQN preset timed QR-DQN's update: pricing QR-DQN's extra arithmetic on top of
     # it would count that arithmetic twice. Its ratio is 1, and nothing is timed to find it.
     ratio, source = gpu_paper.update_cost_ratio(qrdqn, ATARI, None, update_settings(qrdqn, ATARI))
@@ -164,12 +164,12 @@ def test_a_preset_is_priced_against_the_update_its_profile_timed():
     # Atari's frames is that update; double DQN (one more forward pass of the online network), same padding (a
     # dense layer of 2.5 times the weights) and QR-DQN are not, and are timed against it.
     timed = hardware_profiles.H200_16CORE.update_timed
-    assert update_settings(TrainConfig(agent="dqn"), ATARI) == timed
-    assert update_settings(TrainConfig(agent="dqn", double_dqn=True), ATARI) != timed
-    assert update_settings(TrainConfig(agent="dqn", conv_padding="same"), ATARI) != timed
+    assert update_settings(make_config(agent="dqn"), ATARI) == timed
+    assert update_settings(make_config(agent="dqn", double_dqn=True), ATARI) != timed
+    assert update_settings(make_config(agent="dqn", conv_padding="same"), ATARI) != timed
     assert update_settings(qrdqn, ATARI)["agent"] == "qrdqn" and update_settings(qrdqn, ATARI)["num_quantiles"] == 200
     # The network as built: "auto" is an MLP on CartPole's numbers, named with its widths and no padding.
-    assert update_settings(TrainConfig(agent="dqn", hidden_sizes=(64, 64)), CARTPOLE_SPEC) == {
+    assert update_settings(make_config(agent="dqn", hidden_sizes=(64, 64)), CARTPOLE_SPEC) == {
         "agent": "dqn", "network": "mlp", "hidden_sizes": [64, 64], "double_dqn": False, "dueling": False,
         "noisy_nets": False, "layer_norm": False}
     # A setting of another agent is not part of this one's update.

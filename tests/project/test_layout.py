@@ -67,12 +67,14 @@ def test_subpackages_by_purpose_each_say_what_they_hold():
 
 
 # The rooms from the bottom up (docs/architecture.md, "Rooms"): a module imports only from its own level or below.
-# Level 0 imports no other room; the commands, measuring, planning and reports sit above the loop they start or
-# read; hvd_dqn/tools/ (the old command names) on top.
+# Level 0 imports no other room; the config and the rank split know no agent (an agent's own settings reach them
+# as an object of its settings class), the agents and the flags know the config; the commands, measuring,
+# planning and reports sit above the loop they start or read; hvd_dqn/tools/ (the old command names) on top.
 LEVELS = [
-    ["", "baselines", "cli", "collectives", "cpus", "quiet_tensorflow", "text"],
+    ["", "baselines", "cli", "collectives", "cpus", "quiet_tensorflow", "settings", "text"],
     ["envs", "logdir", "memories"],
-    ["agent", "config", "flags", "rank_split"],
+    ["config", "rank_split"],
+    ["agent", "flags"],
     ["run"],
     ["evaluate", "export", "ray_train", "reports", "runner", "spark_train", "train"],
     ["measure"],

@@ -8,7 +8,8 @@ import threading
 import numpy as np
 import pytest
 
-from hvd_dqn.config import ConfigError, TrainConfig, validate
+from hvd_dqn.agent.configs import make_config, validate
+from hvd_dqn.config import ConfigError
 from hvd_dqn.logdir import checkpoint
 
 from conftest import PYTHON, REPO, episodes_without_wall_time, horovodrun
@@ -26,7 +27,7 @@ def _agent(**changes):
     from hvd_dqn.envs import probe_spec
     from hvd_dqn.run.metrics import RankMetrics
 
-    config = dataclasses.replace(TrainConfig(), env_id="CartPole-v1", num_envs=2, batch_size=8, learning_starts=16,
+    config = dataclasses.replace(make_config(), env_id="CartPole-v1", num_envs=2, batch_size=8, learning_starts=16,
                                  replay_capacity=1000, train_frequency=2, hidden_sizes=(16,), **changes)
     spec = probe_spec(config)
     hvd.init()
@@ -77,7 +78,7 @@ def test_each_steps_first_minibatch_is_drawn_on_the_sampler_thread_before_the_st
 def test_prioritised_replay_cannot_draw_ahead():
     with pytest.raises(ConfigError, match="--draw_ahead=on: prioritised replay draws each minibatch with the "
                                           "priorities the update before it set"):
-        validate(dataclasses.replace(TrainConfig(), env_id="CartPole-v1", prioritized_replay=True, draw_ahead="on"),
+        validate(dataclasses.replace(make_config(), env_id="CartPole-v1", prioritized_replay=True, draw_ahead="on"),
                  check_logdir_writable=False)
     agent, _ = _agent(prioritized_replay=True, draw_ahead="auto")
     assert not agent.draws_ahead  # and "auto" on a machine without a GPU is off

@@ -27,7 +27,7 @@ def test_rollback_restores_networks_optimizer_and_counters_exactly():
 
     from hvd_dqn.agent.dqn.agent import DQNAgent
     from hvd_dqn.agent.dqn.learner import DQNLearner
-    from hvd_dqn.config import TrainConfig
+    from hvd_dqn.agent.configs import make_config
     from hvd_dqn.agent.networks import build_mlp_q_network
     from hvd_dqn.memories.replay import Batch
     from hvd_dqn.run.elastic import TrainingState
@@ -35,7 +35,7 @@ def test_rollback_restores_networks_optimizer_and_counters_exactly():
 
     hvd.init()
 
-    config = TrainConfig(learning_rate=1e-2, max_grad_norm=0.0, double_dqn=True)
+    config = make_config(learning_rate=1e-2, max_grad_norm=0.0, double_dqn=True)
     learner = DQNLearner.from_config(config, build_mlp_q_network((3,), 2, (8,), "online"),
                                      build_mlp_q_network((3,), 2, (8,), "target"), 1)
 

@@ -5,7 +5,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from hvd_dqn.config import ConfigError, TrainConfig
+from hvd_dqn.agent.configs import make_config
+from hvd_dqn.config import ConfigError
 from hvd_dqn.envs import EnvSpec
 from hvd_dqn.run import memory_check
 from hvd_dqn.run.horovod_setup import World
@@ -29,7 +30,7 @@ def _allocated_bytes(memory) -> int:
 @pytest.mark.parametrize("spec", [CARTPOLE, ATARI, MINATAR], ids=["vectors", "frames", "bit-packed grids"])
 @pytest.mark.parametrize("prioritized", [False, True], ids=["uniform", "prioritised"])
 def test_the_computed_bytes_are_those_of_the_memory_once_built(spec, prioritized):
-    config = TrainConfig(prioritized_replay=prioritized, n_step=3)
+    config = make_config(prioritized_replay=prioritized, n_step=3)
     capacity, num_envs = 30_000, 4
     computed = memory_bytes(config, spec, num_envs, capacity)
     built = _allocated_bytes(make_replay_memory(config, spec, num_envs, capacity))
@@ -38,7 +39,7 @@ def test_the_computed_bytes_are_those_of_the_memory_once_built(spec, prioritized
 
 
 def test_a_frame_memory_of_a_million_transitions_is_about_seven_gigabytes():
-    computed = memory_bytes(TrainConfig(), ATARI, 4, 1_000_000)
+    computed = memory_bytes(make_config(), ATARI, 4, 1_000_000)
     assert 7.0e9 < computed < 7.2e9  # 7,068 bytes per transition: one 84x84 frame and the step's fields
 
 
@@ -57,12 +58,12 @@ def test_thirty_two_small_ranks_fit_on_a_24_gib_host_and_atari_ranks_get_the_lar
     """32 CartPole ranks hold about 0.3 GiB each and share 0.4 GiB of libraries (results/memory/): a budget of a
     GiB per rank refused them on a host with 22 GiB available."""
     gib = memory_check.GIB
-    cartpole = TrainConfig(env_id="CartPole-v1")
+    cartpole = make_config(env_id="CartPole-v1")
     replay = memory_bytes(cartpole, CARTPOLE, 1, 100_000 // 32)
     status, needed = memory_check.verdict(replay, 32, (22 * gib, "MemAvailable"), memory_check.rank_margin(cartpole))
     assert status == "ok" and 16.5 * gib < needed < 16.6 * gib
-    assert memory_check.rank_margin(TrainConfig(env_id="ALE/Breakout-v5")) > memory_check.rank_margin(cartpole)
-    assert memory_check.rank_margin(TrainConfig(env_id="MinAtar/Breakout-v0")) == memory_check.rank_margin(cartpole)
+    assert memory_check.rank_margin(make_config(env_id="ALE/Breakout-v5")) > memory_check.rank_margin(cartpole)
+    assert memory_check.rank_margin(make_config(env_id="MinAtar/Breakout-v0")) == memory_check.rank_margin(cartpole)
 
 
 def test_available_memory_is_the_smaller_of_memavailable_and_the_cgroups_room(tmp_path):
@@ -116,7 +117,7 @@ def _one_host(monkeypatch, available, ranks_on_host=1):
 
 def test_a_job_that_does_not_fit_is_refused_naming_the_flag_the_bytes_and_the_remedies(monkeypatch):
     world = _one_host(monkeypatch, 24 * 2**30, ranks_on_host=4)
-    config = TrainConfig(env_id="ALE/Breakout-v5", counts_per_rank=True, replay_capacity=1_000_000)
+    config = make_config(env_id="ALE/Breakout-v5", counts_per_rank=True, replay_capacity=1_000_000)
     with pytest.raises(ConfigError) as refused:
         memory_check.check_memory_fits(config, ATARI, 4, 1_000_000, world)
     assert str(refused.value) == (
@@ -131,7 +132,7 @@ def test_a_job_near_the_limit_is_warned_about(monkeypatch):
     world = _one_host(monkeypatch, 9 * 2**30, ranks_on_host=1)
     warnings = []
     monkeypatch.setattr(memory_check.logging, "warning", lambda text, *args: warnings.append(text % args))
-    config = TrainConfig(env_id="ALE/Breakout-v5", replay_capacity=1_000_000)  # split already: no such remedy
+    config = make_config(env_id="ALE/Breakout-v5", replay_capacity=1_000_000)  # split already: no such remedy
     memory_check.check_memory_fits(config, ATARI, 4, 1_000_000, world)  # 7.8 of 9 GiB
     memory_check.check_memory_fits(config, ATARI, 4, 100_000, world)  # 1.9 of 9 GiB: nothing said
     assert warnings == ["memory is tight (above 80% of what is available): --replay_capacity=1000000: the replay "
@@ -182,7 +183,7 @@ def test_under_elastic_each_worker_answers_for_its_own_host(monkeypatch):
         raise AssertionError(f"a collective ({name}) under --elastic")
 
     monkeypatch.setattr(collectives, "gather_objects", no_collective)
-    config = TrainConfig(elastic=True, rank_scaling="batch", replay_capacity=2_000_000)
+    config = make_config(elastic=True, rank_scaling="batch", replay_capacity=2_000_000)
     with pytest.raises(ConfigError, match="--replay_capacity=2000000: the replay memories need 14.2 GiB"):
         memory_check.check_memory_fits(config, ATARI, 4, 2_000_000, world)
     memory_check.check_memory_fits(dataclasses.replace(config, replay_capacity=100_000), ATARI, 4, 100_000, world)

@@ -3,12 +3,9 @@ target network, with each action's return learned as a categorical distribution 
 --v_min to --v_max, by the cross-entropy against the projected distributional Bellman target. With n-step returns and
 prioritised replay it is Dopamine's Rainbow, with noisy networks, dueling and double DQN Hessel et al.'s.
 `agent.C51Agent`, `learner.CategoricalLearner`; `AGENT` is its registry entry, with its own settings."""
-from hvd_dqn.agent.dqn import NOISY_SETTINGS, REPLAY_SETTINGS, TARGET_SETTINGS
+from hvd_dqn.agent.dqn import REPLAY_SETTINGS, TARGET_SETTINGS
+from hvd_dqn.agent.c51.settings import C51Settings
 from hvd_dqn.agent.registry import AgentEntry
-
-CATEGORICAL_SETTINGS = {"num_atoms": "the return's categorical distribution",
-                        "v_min": "the return's categorical distribution",
-                        "v_max": "the return's categorical distribution"}
 
 AGENT = AgentEntry(
     name="c51", title="C51",
@@ -17,19 +14,11 @@ AGENT = AgentEntry(
             "DQN's replay memory, target network and extensions. With --n_step=3 and --prioritized_replay it is "
             "Dopamine's Rainbow; add --noisy_nets, --dueling and --double_dqn for Hessel et al.'s full Rainbow.",
     implementation="hvd_dqn.agent.c51.agent:C51Agent",
-    settings={**REPLAY_SETTINGS, **TARGET_SETTINGS, **CATEGORICAL_SETTINGS, **NOISY_SETTINGS,
+    settings={**REPLAY_SETTINGS, **TARGET_SETTINGS,
               "dueling": "the Q-network's heads"},
     without_them="learns a categorical distribution of the return on fixed atoms",
-    memory="replay", acts_ahead=True,
+    settings_class=C51Settings, acts_ahead=True,
     checks="hvd_dqn.agent.c51.checks:check_settings",
-    setting_help={
-        "num_atoms": "C51: atoms of each action's return distribution, evenly spaced from --v_min to --v_max "
-                     "(Bellemare et al. 2017 and Dopamine's Atari presets: 51).",
-        "v_min": "C51: the lowest atom of the return's support, in the units of the (clipped, discounted) return; "
-                 "unset: -v_max (as Dopamine's vmin=None).",
-        "v_max": "C51: the highest atom of the return's support (Bellemare et al. 2017 and Dopamine's Atari "
-                 "presets: 10, with rewards clipped to [-1, 1]).",
-    },
     shapes_checkpoint=("num_atoms", "dueling", "noisy_nets"),
     # the standard deviation of the return distribution of the actions taken, mean over the minibatch
     update_metrics=("return_std",),

@@ -1,6 +1,7 @@
 """DQN (Mnih et al. 2015) with its extensions: `agent.DQNAgent` (replay memory, replay ratio, target network) and
 `learner.DQNLearner` (the (double) DQN update). `AGENT` is its registry entry; the settings of the replay memory and
 the target network are declared here, for every agent that learns from a replay memory."""
+from hvd_dqn.agent.dqn.settings import DQNSettings
 from hvd_dqn.agent.registry import AgentEntry
 
 # What the agents that learn from a replay memory read of it, and what each setting is for.
@@ -24,24 +25,12 @@ TARGET_SETTINGS = {
 TD_LOSS_SETTINGS = {"loss": "the TD loss on Q-values", "huber_delta": "the TD loss on Q-values"}
 # The Q-network's shape: dueling heads and LayerNorm.
 NETWORK_SETTINGS = {"dueling": "the Q-network's heads", "layer_norm": "the Q-network's hidden layers"}
-# Noisy networks (Fortunato et al. 2018), for the agents whose Q-network is built by hvd_dqn.agent.networks.
-NOISY_SETTINGS = {"noisy_nets": "the Q-network's fully connected layers", "noisy_sigma0": "noisy networks"}
-NOISY_HELP = {
-    "noisy_nets": "Noisy networks (Fortunato et al. 2018): every fully connected layer of the Q-network gets learned "
-                  "factorised Gaussian noise on its weights, drawn afresh at every step and update, and exploration "
-                  "comes from it: training acts greedily on the noisy network (epsilon 0, the --epsilon_* settings "
-                  "unused), evaluation and export on its means. With --agent=c51, --n_step=3, --prioritized_replay, "
-                  "--dueling and --double_dqn: Hessel et al.'s full Rainbow.",
-    "noisy_sigma0": "Noisy networks: each noise scale starts at sigma0 / sqrt(fan-in) (Fortunato et al. 2018 and "
-                    "Hessel et al. 2018: 0.5; Dopamine's FullRainbowNetwork: 0.1).",
-}
-
 AGENT = AgentEntry(
     name="dqn", title="DQN",
     summary="DQN (Mnih et al. 2015) with a replay memory and a target network; double, dueling, prioritised "
             "replay and n-step returns as flags.",
     implementation="hvd_dqn.agent.dqn.agent:DQNAgent",
-    settings={**REPLAY_SETTINGS, **TARGET_SETTINGS, **TD_LOSS_SETTINGS, **NETWORK_SETTINGS, **NOISY_SETTINGS},
+    settings={**REPLAY_SETTINGS, **TARGET_SETTINGS, **TD_LOSS_SETTINGS, **NETWORK_SETTINGS}, settings_class=DQNSettings,
     without_them="learns one Q-value per action",
-    memory="replay", acts_ahead=True, checks="hvd_dqn.agent.dqn.checks:check_settings", setting_help=NOISY_HELP,
+    acts_ahead=True, checks="hvd_dqn.agent.dqn.checks:check_settings",
     shapes_checkpoint=("dueling", "layer_norm", "noisy_nets"))

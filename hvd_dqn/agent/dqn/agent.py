@@ -22,6 +22,7 @@ import numpy as np
 from hvd_dqn import collectives
 from hvd_dqn.agent.base import AgentBase
 from hvd_dqn.agent.dqn.learner import DQNLearner
+from hvd_dqn.agent.dqn.settings import noisy_nets
 from hvd_dqn.agent.interface import MemorySetting
 from hvd_dqn.agent.networks import is_image_observation, q_network_for
 from hvd_dqn.agent.noisy import is_noisy, without_noise
@@ -139,7 +140,7 @@ class DQNAgent(AgentBase):
     def epsilon_schedule(self) -> LinearSchedule:
         """The config's epsilon schedule; 0 throughout with --noisy_nets, whose noise explores instead (as
         Dopamine's full Rainbow, whose epsilon_fn is zero_epsilon when noisy)."""
-        if self.config.noisy_nets:
+        if noisy_nets(self.config):
             return LinearSchedule(0.0, 0.0, 0)
         return super().epsilon_schedule()
 

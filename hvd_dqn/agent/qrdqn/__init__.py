@@ -1,10 +1,9 @@
 """QR-DQN (Dabney et al. 2017, "Distributional Reinforcement Learning with Quantile Regression"): DQN's replay
 memory and target network, with each action's return learned as --num_quantiles quantiles under the quantile Huber
 loss. `agent.QRDQNAgent`, `learner.QuantileLearner`; `AGENT` is its registry entry, with its own settings."""
-from hvd_dqn.agent.dqn import NOISY_SETTINGS, REPLAY_SETTINGS, TARGET_SETTINGS
+from hvd_dqn.agent.dqn import REPLAY_SETTINGS, TARGET_SETTINGS
+from hvd_dqn.agent.qrdqn.settings import QRDQNSettings
 from hvd_dqn.agent.registry import AgentEntry
-
-QUANTILE_SETTINGS = {"num_quantiles": "the quantiles of the return", "kappa": "the quantile Huber loss"}
 
 AGENT = AgentEntry(
     name="qrdqn", title="QR-DQN",
@@ -12,17 +11,11 @@ AGENT = AgentEntry(
             "quantile Huber loss (--kappa) and acted on by their mean; DQN's replay memory, target network and "
             "extensions (double, dueling, prioritised replay, n-step).",
     implementation="hvd_dqn.agent.qrdqn.agent:QRDQNAgent",
-    settings={**REPLAY_SETTINGS, **TARGET_SETTINGS, **QUANTILE_SETTINGS, **NOISY_SETTINGS,
+    settings={**REPLAY_SETTINGS, **TARGET_SETTINGS,
               "dueling": "the Q-network's heads"},
     without_them="learns quantiles of the return with the quantile Huber loss (--kappa)",
-    memory="replay", acts_ahead=True,
+    settings_class=QRDQNSettings, acts_ahead=True,
     checks="hvd_dqn.agent.qrdqn.checks:check_settings",
-    setting_help={
-        "num_quantiles": "QR-DQN: quantiles of the return learned per action, at the midpoints (2i + 1) / 2N of N "
-                         "equal parts of [0, 1] (Dabney et al. 2017; Dopamine's num_atoms: 200).",
-        "kappa": "QR-DQN: threshold of the quantile Huber loss on each pairwise quantile TD error, in return "
-                 "units: quadratic within it, linear beyond (Dabney et al. 2017; Dopamine: 1).",
-    },
     shapes_checkpoint=("num_quantiles", "dueling", "noisy_nets"),
     # the standard deviation of the return distribution of the actions taken, mean over the minibatch
     update_metrics=("return_std",))

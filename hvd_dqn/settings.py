@@ -1,0 +1,103 @@
+"""Settings that belong to one agent, declared beside its code: the base class and the field helper.
+
+An agent's own settings (QR-DQN's quantiles, C51's support, PQN's rollout, a plugin's temperature) are a frozen
+dataclass in its folder, each field made with `setting`, which keeps the default, the --help text (with the unit)
+and the check of a value in one place:
+
+    @dataclasses.dataclass(frozen=True)
+    class QRDQNSettings(NoisySettings):
+        num_quantiles: int = setting(200, "QR-DQN: quantiles of the return per action ...", check=positive_int)
+
+Its registry entry names the class (`hvd_dqn.agent.registry.AgentEntry.settings_class`); the shipped commands
+define a flag for every field of every registered agent's class, and the `TrainConfig` of a run holds an instance
+of its agent's class (`TrainConfig.agent_settings`), whose fields read as the config's own (`config.num_quantiles`).
+
+This module imports nothing of hvd_dqn: the config, the flags and every agent's settings build on it.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+
+# A check returns None for a good value, or what the value must be ("must be a positive integer").
+Check = Callable[[Any], Optional[str]]
+
+
+class ConfigError(ValueError):
+    """A setting is invalid. The message starts with the flag, e.g. `--batch_size=-1: must be ...`."""
+
+
+def setting(default, help: str, purpose: str, check: Optional[Check] = None, flag_type: Optional[type] = None):
+    """A field of an agent's settings: its default, its --help text, what it is for (`purpose`: how the refusal
+    of it under another agent names it, e.g. "the quantiles of the return") and the check of its value.
+    `flag_type`: the flag's type where the default does not tell it (an optional number whose default is None)."""
+    return dataclasses.field(default=default, metadata={"help": help, "purpose": purpose, "check": check,
+                                                        "flag_type": flag_type})
+
+
+def positive_int(value) -> Optional[str]:
+    return None if isinstance(value, int) and not isinstance(value, bool) and value > 0 else \
+        "must be a positive integer"
+
+
+def positive_number(value) -> Optional[str]:
+    return None if isinstance(value, (int, float)) and value > 0 else "must be a number > 0"
+
+
+def in_unit_interval(value) -> Optional[str]:
+    return None if isinstance(value, (int, float)) and 0.0 <= value <= 1.0 else "must be in [0, 1]"
+
+
+def one_of(*choices: str) -> Check:
+    def check(value) -> Optional[str]:
+        return None if value in choices else f"must be one of {', '.join(choices)}"
+    return check
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentSettings:
+    """The settings one agent reads and no setting of every agent is: a frozen dataclass of `setting` fields.
+
+    `memory` says what the agent learns from, which decides how a job's work divides over its ranks
+    (hvd_dqn.rank_split): "replay" (a replay memory and a target network, each rank drawing minibatches of its own
+    memory) or "rollout" (each rank's rollout, learned from whole; the class then answers the rollout's questions:
+    `RolloutSettings`)."""
+
+    memory = "replay"
+
+    def check(self) -> None:
+        """Raises ConfigError naming the first setting whose own check fails."""
+        for field in dataclasses.fields(self):
+            check = field.metadata.get("check")
+            value = getattr(self, field.name)
+            problem = check(value) if check is not None else None
+            if problem:
+                shown = str(value).lower() if isinstance(value, bool) else value
+                raise ConfigError(f"--{field.name}={shown}: {problem}")
+
+    def values(self) -> Dict[str, Any]:
+        """name -> value of every setting, as config.json writes them."""
+        return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+
+
+def settings_fields(settings_class) -> Tuple[dataclasses.Field, ...]:
+    """The fields of an agent's settings class."""
+    return dataclasses.fields(settings_class)
+
+
+def setting_names(settings_class) -> Iterator[str]:
+    return (field.name for field in dataclasses.fields(settings_class))
+
+
+def help_text(field: dataclasses.Field) -> str:
+    return field.metadata.get("help", "")
+
+
+def purpose(field: dataclasses.Field) -> str:
+    return field.metadata.get("purpose", "")
+
+
+def flag_type(field: dataclasses.Field) -> type:
+    """The type of the flag of a setting: its `flag_type`, else its default's."""
+    given = field.metadata.get("flag_type")
+    return given if given is not None else type(field.default)

@@ -112,13 +112,19 @@ class DQNLearner(DistributedUpdate):
 
     def _step(self, observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights):
         """The update's graph: (double-)DQN targets, the weighted TD loss, the distributed minimize."""
-        target_tm1 = self._targets(reward_t, discount_t, observation_t)
+        target_tm1 = self._targets_of(observation_tm1, action_tm1, reward_t, discount_t, observation_t)
         with tf.GradientTape() as tape:
             loss, q_tm1_taken, td_error, more_metrics = self._loss(observation_tm1, action_tm1, target_tm1, weights)
             scaled_loss = self._scaled(loss)
         self._minimize(loss, tape, scaled_loss)
         return {"td_loss": loss, "q_mean": tf.reduce_mean(q_tm1_taken), "td_errors": td_error,
                 **{name: tf.reduce_mean(values) for name, values in more_metrics.items()}}
+
+    def _targets_of(self, observation_tm1, action_tm1, reward_t, discount_t, observation_t):
+        """The targets of a minibatch's transitions. DQN's and the distributional agents' look ahead only
+        (`_targets`); a learner whose target also depends on the transition's own state and action (Munchausen
+        DQN's bonus for the action taken) overrides this."""
+        return self._targets(reward_t, discount_t, observation_t)
 
     def _targets(self, reward_t, discount_t, observation_t):
         q_target_t = self._target_forward(observation_t, training=False)
@@ -147,7 +153,7 @@ class DQNLearner(DistributedUpdate):
 
     @tf.function
     def _gradient(self, observation_tm1, action_tm1, reward_t, discount_t, observation_t, weights):
-        target_tm1 = self._targets(reward_t, discount_t, observation_t)
+        target_tm1 = self._targets_of(observation_tm1, action_tm1, reward_t, discount_t, observation_t)
         with tf.GradientTape() as tape:
             loss = self._loss(observation_tm1, action_tm1, target_tm1, weights)[0]
         return tape.gradient(loss, self.online.trainable_variables)

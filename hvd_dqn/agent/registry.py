@@ -24,7 +24,8 @@ from hvd_dqn.settings import AgentSettings, purpose
 from hvd_dqn.text import listed
 
 # The packages whose `AGENT` is a built-in entry, in the order texts list them.
-BUILT_IN = ("hvd_dqn.agent.dqn", "hvd_dqn.agent.qrdqn", "hvd_dqn.agent.iqn", "hvd_dqn.agent.c51", "hvd_dqn.agent.pqn")
+BUILT_IN = ("hvd_dqn.agent.dqn", "hvd_dqn.agent.qrdqn", "hvd_dqn.agent.iqn", "hvd_dqn.agent.c51", "hvd_dqn.agent.pqn",
+            "hvd_dqn.agent.munchausen")
 ENTRY_POINT_GROUP = "hvd_dqn.agents"
 MEMORIES = ("replay", "rollout")
 

@@ -19,14 +19,14 @@ from conftest import REPO, environment, python_module, train_error_line
 
 
 def test_the_built_in_agents_are_registered_with_what_they_learn_from():
-    built_in = ["dqn", "qrdqn", "iqn", "c51", "pqn"]
-    assert [entry.name for entry in registry.entries()][:5] == built_in
+    built_in = ["dqn", "qrdqn", "iqn", "c51", "pqn", "mdqn"]
+    assert [entry.name for entry in registry.entries()][:6] == built_in
     assert {entry.name: entry.memory for entry in registry.entries() if entry.name in built_in} \
-        == {"dqn": "replay", "qrdqn": "replay", "iqn": "replay", "c51": "replay", "pqn": "rollout"}
+        == {"dqn": "replay", "qrdqn": "replay", "iqn": "replay", "c51": "replay", "pqn": "rollout", "mdqn": "replay"}
     assert registry.implementation("qrdqn").__name__ == "QRDQNAgent"
     assert registry.implementation("c51").__name__ == "C51Agent"
     with pytest.raises(registry.UnknownAgent, match=r"^--agent=c52: unknown agent; did you mean --agent=c51\? the "
-                                                    r"agents are dqn, qrdqn, iqn, c51, pqn$"):
+                                                    r"agents are dqn, qrdqn, iqn, c51, pqn, mdqn$"):
         registry.entry("c52")
     with pytest.raises(registry.UnknownAgent, match=r"^--agent=xyz: unknown agent; the agents are dqn, qrdqn, iqn"):
         registry.entry("xyz")

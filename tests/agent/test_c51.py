@@ -139,7 +139,7 @@ def test_a_bad_setting_is_one_line(tmp_path, flags, message):
     assert line.startswith(f"hvd_dqn.train: error: {message}"), line
 
 
-@pytest.mark.parametrize("agent, owners", [("pqn", "DQN, QR-DQN and C51"), ("iqn", "DQN, QR-DQN and C51")])
+@pytest.mark.parametrize("agent, owners", [("pqn", "DQN, QR-DQN, C51 and M-DQN"), ("iqn", "DQN, QR-DQN, C51 and M-DQN")])
 def test_noisy_nets_are_refused_by_the_agents_whose_networks_have_none(tmp_path, agent, owners):
     line = train_error_line([f"--agent={agent}", "--noisy_nets", f"--logdir={tmp_path / 'run'}"])
     assert line.startswith(f"hvd_dqn.train: error: --noisy_nets=true: a setting of {owners} (the Q-network's "

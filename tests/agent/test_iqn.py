@@ -88,7 +88,7 @@ def test_targets_bootstrap_from_the_action_greedy_on_the_mean_over_levels(double
     (["--num_tau_samples=0"], "--num_tau_samples=0: must be a positive integer"),
     (["--quantile_embedding_dim=0"], "--quantile_embedding_dim=0: must be a positive integer"),
     (["--kappa=0"], "--kappa=0.0: must be a number > 0"),
-    (["--dueling"], "--dueling=true: a setting of DQN, QR-DQN, C51 and PQN (the Q-network's heads); --agent=iqn learns"),
+    (["--dueling"], "--dueling=true: a setting of DQN, QR-DQN, C51, PQN and M-DQN (the Q-network's heads); --agent=iqn learns"),
     (["--num_quantiles=8"], "--num_quantiles=8: a setting of QR-DQN (the quantiles of the return); --agent=iqn"),
     # The preset names --kappa (at its default) before IQN's own settings: named, it is refused first.
     (["--agent=dqn"], "--kappa=1.0: a setting of QR-DQN and IQN (the quantile Huber loss); --agent=dqn learns one "

@@ -163,15 +163,15 @@ def test_every_replay_and_target_setting_is_named_in_one_line_with_pqn(tmp_path)
         default = getattr(defaults, name)
         other = (not default if isinstance(default, bool) else "updates" if name == "rank_scaling"
                  else default / 2 if isinstance(default, float) else default + 1)
-        with pytest.raises(ConfigError, match=rf"^--{name}=\S+: a setting of DQN, QR-DQN, IQN and C51 \(.*\); "
-                                              r"--agent=pqn "
+        owners = "DQN, QR-DQN, IQN and C51" if name == "double_dqn" else "DQN, QR-DQN, IQN, C51 and M-DQN"
+        with pytest.raises(ConfigError, match=rf"^--{name}=\S+: a setting of {owners} \(.*\); --agent=pqn "
                                               r"learns from each rollout without a replay memory or target network"):
             validate(dataclasses.replace(pqn, **{name: other}))
     result = python_module("hvd_dqn.train", [PRESET, f"--logdir={tmp_path}", "--replay_capacity=1000"], timeout=120,
                            check=False)
     assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip() == ("hvd_dqn.train: error: --replay_capacity=1000: a setting of DQN, QR-DQN, IQN and "
-                                     "C51 (the replay memory); --agent=pqn learns from each rollout without a replay "
+    assert result.stderr.strip() == ("hvd_dqn.train: error: --replay_capacity=1000: a setting of DQN, QR-DQN, IQN, "
+                                     "C51 and M-DQN (the replay memory); --agent=pqn learns from each rollout without a replay "
                                      "memory or target network. Leave it out, or use --agent=dqn")
     for flags, message in ((["--pipeline=on"], "--pipeline=on: with --agent=pqn acting runs in order"),
                            (["--num_minibatches=3"], "--num_minibatches=3: each rank's rollout of 512 transitions "

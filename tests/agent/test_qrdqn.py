@@ -102,12 +102,12 @@ def test_the_greedy_policy_acts_on_the_mean_of_the_quantiles_and_exports_so(tmp_
     (["--num_quantiles=1"], "--num_quantiles=1: must be an integer >= 2"),
     (["--kappa=0"], "--kappa=0.0: must be a number > 0"),
     (["--kappa=-1"], "--kappa=-1.0: must be a number > 0"),
-    (["--loss=mse"], "--loss=mse: a setting of DQN and PQN (the TD loss on Q-values); --agent=qrdqn learns "
+    (["--loss=mse"], "--loss=mse: a setting of DQN, PQN and M-DQN (the TD loss on Q-values); --agent=qrdqn learns "
                      "quantiles of the return with the quantile Huber loss (--kappa). Leave it out, or use --agent=dqn"),
     (["--rollout_steps=64"], "--rollout_steps=64: a setting of PQN (PQN's rollout); --agent=qrdqn learns quantiles"),
     (["--agent=dqn"], "--num_quantiles=10: a setting of QR-DQN (the quantiles of the return); --agent=dqn learns "
                       "one Q-value per action. Leave it out, or use --agent=qrdqn"),
-    (["--agent=iqm"], "--agent=iqm: unknown agent; did you mean --agent=iqn? the agents are dqn, qrdqn, iqn, c51, pqn"),
+    (["--agent=iqm"], "--agent=iqm: unknown agent; did you mean --agent=iqn? the agents are dqn, qrdqn, iqn, c51, pqn, mdqn"),
 ], ids=["one-quantile", "kappa-0", "kappa-negative", "dqn-loss", "pqn-setting", "setting-for-dqn", "unknown-agent"])
 def test_a_bad_setting_is_one_line(tmp_path, flags, message):
     line = train_error_line([PRESET, f"--logdir={tmp_path / 'run'}", *flags])

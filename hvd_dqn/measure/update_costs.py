@@ -140,8 +140,10 @@ def cost_over(config, timed: dict, seconds: float = 2.0, rounds: int = 3) -> flo
     """How many times the update `timed` describes (`update_settings`'s form) `config`'s update takes on one core
     here, on `config`'s observations, batch, memory and optimizer, timed side by side in alternating rounds (the
     caller has initialised Horovod, one thread each way)."""
+    from hvd_dqn.agent.configs import with_settings
+
     settings = {name: tuple(value) if isinstance(value, list) else value for name, value in timed.items()}
-    costs = update_costs([("timed", dataclasses.replace(config, **settings)), ("agent", config)], seconds, rounds)
+    costs = update_costs([("timed", with_settings(config, **settings)), ("agent", config)], seconds, rounds)
     return costs["agent"]["cost_vs_first"]
 
 

@@ -97,6 +97,7 @@ def update_cost_ratio(config, spec, given, timed: dict):
     side by side (a CPU at a small batch is bound by arithmetic, so the ratio of times is that of the work; a GPU's
     fixed costs are in the profile's measured figures). Without the check, a profile calibrated with a QR-DQN
     preset would have its QR-DQN update priced as DQN's plus QR-DQN's extra arithmetic: that arithmetic twice."""
+    from hvd_dqn.flags import setting_names
     from hvd_dqn.measure.update_costs import cost_over, update_settings
     from hvd_dqn.run import horovod_setup
 
@@ -105,7 +106,7 @@ def update_cost_ratio(config, spec, given, timed: dict):
     preset = update_settings(config, spec)
     if preset == timed:
         return 1.0, "the preset's own update is the one the profile timed"
-    unknown = sorted(set(timed) - {field.name for field in dataclasses.fields(config)})
+    unknown = sorted(set(timed) - set(setting_names()))
     if unknown:
         raise BenchmarkError(f"the profile's update_timed names {', '.join(unknown)}, which no --flag of this hvd_dqn "
                              "is: write the profile again with python -m hvd_dqn.plan.calibrate")

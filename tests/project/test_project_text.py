@@ -359,3 +359,23 @@ def test_the_readme_figure_checks_would_catch_a_stale_figure(monkeypatch):
     monkeypatch.setitem(globals(), "README", README.replace("**30.9**", "**31.9**"))
     with pytest.raises(AssertionError):
         test_the_readmes_atari_rows_recompute_from_the_raw_episodes()
+
+
+def test_the_munchausen_cartpole_figures_recompute_from_the_raw_episodes():
+    """M-DQN's CartPole preset: each seed's env steps to 475 from its own episodes.csv, their median, and its ratio
+    to the DQN preset's median over the same seeds (its runs P0-P2), as docs/training.md and the results README
+    give them."""
+    from hvd_dqn.reports.score import env_steps_to_target, read_run
+
+    def steps(folder):
+        return env_steps_to_target(read_run(str(REPO / "results" / folder))[1], 475, 100)
+
+    mdqn = [steps(f"cartpole_mdqn/preset_runs/np1_seed{seed}") for seed in (0, 1, 2)]
+    dqn = [steps(f"cartpole_preset_search/P{seed}") for seed in (0, 1, 2)]
+    assert None not in mdqn and None not in dqn
+    median, ratio = statistics.median(mdqn), statistics.median(mdqn) / statistics.median(dqn)
+    sentence = f"at a median of {median:,.0f} env steps, {ratio:.2f}x the DQN preset's"
+    training = " ".join((REPO / "docs" / "training.md").read_text().split())
+    assert f"solved on seeds 0-2 {sentence} on the same seeds" in training
+    readme = " ".join((REPO / "results" / "cartpole_mdqn" / "README.md").read_text().split())
+    assert f"Every seed solved, {sentence} median on the same seeds" in readme

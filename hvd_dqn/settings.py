@@ -17,7 +17,7 @@ This module imports nothing of hvd_dqn: the config, the flags and every agent's 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Optional
 
 # A check returns None for a good value, or what the value must be ("must be a positive integer").
 Check = Callable[[Any], Optional[str]]
@@ -78,15 +78,6 @@ class AgentSettings:
     def values(self) -> Dict[str, Any]:
         """name -> value of every setting, as config.json writes them."""
         return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
-
-
-def settings_fields(settings_class) -> Tuple[dataclasses.Field, ...]:
-    """The fields of an agent's settings class."""
-    return dataclasses.fields(settings_class)
-
-
-def setting_names(settings_class) -> Iterator[str]:
-    return (field.name for field in dataclasses.fields(settings_class))
 
 
 def help_text(field: dataclasses.Field) -> str:

@@ -114,6 +114,28 @@ def episodes_without_wall_time(path) -> str:
                    + "\n" for line in lines)
 
 
+def assert_two_ranks_resume_exactly(train, tmp_path) -> pathlib.Path:
+    """`train(logdir, *flags)` (a 2-rank run checkpointing every 1,000 env steps) to 2,000 env steps in one go, and
+    to 1,000 then resumed to 2,000: the replicas hold one model that learned between the checkpoints, and the resumed
+    run plays the episodes and ends with the weights of the run that never stopped. Returns the whole run's logdir."""
+    from hvd_dqn.logdir import checkpoint
+
+    whole, halves = tmp_path / "whole", tmp_path / "halves"
+    train(whole, "--total_env_steps=2000")
+    train(halves, "--total_env_steps=1000")
+    first = checkpoint.read_counters(checkpoint.latest_checkpoint(str(halves)))
+    train(halves, "--total_env_steps=2000", "--resume")
+    final_whole, final = (checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
+                          for logdir in (whole, halves))
+    assert first["env_steps"] == 1000 and final["env_steps"] == 2000 and final["updates"] > first["updates"] > 0
+    digests = final_whole["replica_weight_digests"]
+    assert len(digests) == 2 and len(set(digests)) == 1  # the two replicas hold one model
+    assert first["replica_weight_digests"] != digests  # and it learned between the checkpoints
+    assert final["replica_weight_digests"] == digests  # exact resume: the weights of the run that never stopped
+    assert episodes_without_wall_time(halves / "episodes.csv") == episodes_without_wall_time(whole / "episodes.csv")
+    return whole
+
+
 def wall_seconds(path) -> list:
     """episodes.csv's wall_s column, in row order."""
     lines = pathlib.Path(path).read_text().splitlines()

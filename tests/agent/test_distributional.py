@@ -11,7 +11,7 @@ import tensorflow as tf
 from hvd_dqn.agent import reload
 from hvd_dqn.logdir import checkpoint
 
-from conftest import PYTHON, REPO, episodes_without_wall_time, horovodrun, python_module
+from conftest import PYTHON, REPO, assert_two_ranks_resume_exactly, horovodrun, python_module
 
 # Short CartPole runs of each agent's preset: enough updates and checkpoints to exercise every phase, not to learn.
 COMMON = ["--num_envs=4", "--learning_starts=400", "--batch_size=32", "--replay_capacity=4000", "--hidden_sizes=32,32",
@@ -39,19 +39,8 @@ def test_two_ranks_train_one_model_resume_exactly_evaluate_and_export(tmp_path, 
     """2 ranks: the replicas' weights are equal at every checkpoint and moved; a run stopped at 1,000 env steps
     and resumed from its checkpoint plays the episodes and ends with the weights of the run that never stopped;
     evaluate and export give one value per action, the export's equal to the reloaded network's."""
-    run, whole, halves = AGENTS[agent], tmp_path / "whole", tmp_path / "halves"
-    _train(run, whole, "--total_env_steps=2000")
-    _train(run, halves, "--total_env_steps=1000")
-    first = checkpoint.read_counters(checkpoint.latest_checkpoint(str(halves)))
-    _train(run, halves, "--total_env_steps=2000", "--resume")
-    final_whole, final = (checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
-                          for logdir in (whole, halves))
-    assert first["env_steps"] == 1000 and final["env_steps"] == 2000 and final["updates"] > first["updates"] > 0
-    digests = final_whole["replica_weight_digests"]
-    assert len(digests) == 2 and len(set(digests)) == 1  # the two replicas hold one model
-    assert first["replica_weight_digests"] != digests  # and it learned between the checkpoints
-    assert final["replica_weight_digests"] == digests  # exact resume: the weights of the run that never stopped
-    assert episodes_without_wall_time(halves / "episodes.csv") == episodes_without_wall_time(whole / "episodes.csv")
+    run = AGENTS[agent]
+    whole = assert_two_ranks_resume_exactly(lambda logdir, *flags: _train(run, logdir, *flags), tmp_path)
     # The spread of the learnt return distributions is logged beside the TD loss once updates begin (1,000 env
     # steps in, each log point has updated): a positive standard deviation, in a column of its own after q_mean.
     with open(whole / "metrics.csv", newline="") as handle:

@@ -9,9 +9,8 @@ import pytest
 import tensorflow as tf
 
 from hvd_dqn.agent.munchausen.learner import munchausen_targets, scaled_log_policy
-from hvd_dqn.logdir import checkpoint
 
-from conftest import PYTHON, REPO, episodes_without_wall_time, horovodrun, python_module, train_error_line, \
+from conftest import PYTHON, REPO, assert_two_ranks_resume_exactly, horovodrun, python_module, train_error_line, \
     train_and_check_learning
 
 PRESET = f"--flagfile={REPO / 'configs' / 'cartpole_mdqn.flags'}"
@@ -79,19 +78,7 @@ def _train(logdir, *flags):
 
 
 def test_two_ranks_train_one_model_resume_exactly_evaluate_and_export(tmp_path):
-    whole, halves = tmp_path / "whole", tmp_path / "halves"
-    _train(whole, "--total_env_steps=2000")
-    _train(halves, "--total_env_steps=1000")
-    first = checkpoint.read_counters(checkpoint.latest_checkpoint(str(halves)))
-    _train(halves, "--total_env_steps=2000", "--resume")
-    final_whole, final = (checkpoint.read_counters(checkpoint.latest_checkpoint(str(logdir)))
-                          for logdir in (whole, halves))
-    assert first["env_steps"] == 1000 and final["env_steps"] == 2000 and final["updates"] > first["updates"] > 0
-    digests = final_whole["replica_weight_digests"]
-    assert len(digests) == 2 and len(set(digests)) == 1  # the two replicas hold one model
-    assert first["replica_weight_digests"] != digests  # and it learned between the checkpoints
-    assert final["replica_weight_digests"] == digests  # exact resume: the weights of the run that never stopped
-    assert episodes_without_wall_time(halves / "episodes.csv") == episodes_without_wall_time(whole / "episodes.csv")
+    whole = assert_two_ranks_resume_exactly(_train, tmp_path)
     saved = json.loads((whole / "config.json").read_text())
     assert (saved["agent"], saved["entropy_temperature"], saved["munchausen_scale"], saved["log_policy_clip"]) == \
         ("mdqn", 0.03, 0.9, -1.0)

@@ -19,11 +19,9 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 from hvd_dqn.logdir import storage
 from hvd_dqn.settings import AgentSettings, ConfigError  # noqa: F401  (ConfigError: raised and named from here)
 
-LOSSES = ("huber", "mse")  # the TD losses hvd_dqn.agent.data_parallel_update.td_loss knows
 NETWORKS = ("auto", "mlp", "nature_cnn", "minatar_cnn")  # hvd_dqn.agent.networks.build_q_network
 CONV_PADDINGS = ("valid", "same")  # the Nature CNN's convolutions: Mnih et al.'s, or Flax's (Dopamine)
 OPTIMIZERS = ("adam", "rmsprop", "radam")  # hvd_dqn.agent.optimizers.make_optimizer
-RANK_SCALINGS = ("batch", "updates")  # how the work of an update is shared when ranks are added
 LR_SCALE_RULES = ("linear", "sqrt")  # --scale_lr_by_workers: the rate times N, or times sqrt(N)
 PIPELINE_MODES = ("auto", "on", "off")
 DRAW_AHEAD_MODES = ("auto", "on", "off")  # auto: on where the rank's update runs on a GPU
@@ -33,10 +31,10 @@ DRAW_AHEAD_MODES = ("auto", "on", "off")  # auto: on where the rank's update run
 class TrainConfig:
     """Every setting of a training run. Field names equal the flag names in `hvd_dqn.flags`."""
 
-    # The agent, by its name in the registry (hvd_dqn.agent.registry): "dqn", "qrdqn", "iqn", "c51" (a replay
-    # memory and a target network: the settings of the replay and the target below) or "pqn" (rollouts); its own
-    # settings are `agent_settings`. Each agent owns the settings only it reads (its registry entry); another
-    # agent's, given or changed from its default, is refused.
+    # The agent, by its name in the registry (hvd_dqn.agent.registry): "dqn", "qrdqn", "iqn", "c51", "mdqn" (a
+    # replay memory and a target network) or "pqn" (rollouts); its settings, the replay memory's and target
+    # network's among them, are `agent_settings`. Another agent's setting, given or changed from its default, is
+    # refused.
     agent: str = "dqn"
 
     # Environment.
@@ -55,43 +53,20 @@ class TrainConfig:
     terminal_on_life_loss: bool = False  # for learning only: a lost life has discount 0
     clip_rewards: bool = False  # learn from sign(reward); reported returns stay raw
 
-    # Run length and schedule, all in env steps summed over ranks unless noted.
+    # Run length, in env steps summed over ranks.
     total_env_steps: int = 100_000
-    # transitions in the job's replay memories before updates begin (see rank_learning_starts)
-    learning_starts: int = 1_000
-    train_frequency: int = 1  # env steps per rank between two updates (per rank)
-    target_update_period: int = 500  # updates between two copies online -> target
-    target_update_tau: float = 1.0  # 1: copy; < 1: target <- tau online + (1 - tau) target (Polyak)
 
     # Exploration (epsilon-greedy), linear from start to end over decay steps (env steps summed over ranks).
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
     epsilon_decay_env_steps: int = 50_000
     epsilon_decay_start_env_steps: int = 0  # epsilon stays at start until here (Dopamine: min_replay_history)
-    apex_exploration: bool = False  # fixed per-env epsilons across all ranks' envs instead of the schedule
-    apex_epsilon_base: float = 0.4
-    apex_alpha: float = 7.0
-
-    # Replay memory.
-    replay_capacity: int = 50_000  # transitions of the job, split over the ranks (see counts_per_rank)
-    batch_size: int = 64  # transitions per rank per update; the global batch is batch_size * ranks
-    prioritized_replay: bool = False  # proportional prioritised replay (Schaul et al. 2016)
-    priority_alpha: float = 0.6
-    priority_beta_start: float = 0.4  # importance-sampling exponent, annealed linearly to priority_beta_end
-    priority_beta_end: float = 1.0  # ... reached at total_env_steps (Schaul et al. 2016: 1)
-    priority_epsilon: float = 1e-6
-    n_step: int = 1  # rewards summed before bootstrapping
 
     # Learning.
     gamma: float = 0.99
     learning_rate: float = 1e-3
     adam_epsilon: float = 1e-7
-    loss: str = "huber"  # "huber" (Mnih et al. 2015) or "mse" (Dopamine's JAX DQN: mean squared TD error)
-    huber_delta: float = 1.0
     max_grad_norm: float = 10.0  # 0 disables clipping; the global norm of the allreduced gradient
-    double_dqn: bool = False
-    dueling: bool = False  # dueling heads (Wang et al. 2016)
-    layer_norm: bool = False  # LayerNorm after every hidden layer before its ReLU (PQN's stabiliser)
     hidden_sizes: Tuple[int, ...] = (256, 256)
     network: str = "auto"  # auto: Nature CNN for stacked Atari frames, MinAtar's CNN for its grids, else MLP
     conv_padding: str = "valid"  # Nature CNN: "valid" (Mnih et al. 2015) or "same" (Dopamine's JAX/Flax default)
@@ -100,27 +75,22 @@ class TrainConfig:
     rmsprop_epsilon: float = 0.01  # RMSprop: added to the root of the second moment, as PyTorch does
     rmsprop_centered: bool = True  # RMSprop: subtract the squared mean gradient (Graves 2013)
     layer_adaptation: bool = False  # each variable's step scaled to lr x its norm (LAMB's trust ratio)
-    # "batch" (default): each rank updates every train_frequency of its own env steps with batch_size of its
-    # own transitions (N ranks: N times fewer updates per env step, an N times larger global batch), with the
-    # step size scaled by N and the schedules counted in updates divided by N (both on by default). "updates":
-    # the job updates every train_frequency env steps summed over ranks, each rank adding batch_size / N
-    # transitions (one rank's updates and batch, whatever N). batch is the default because it shortens the time
-    # to a score: under updates every update waits for a sync that half the batch does not make up for, and on
-    # GPUs, where a smaller batch costs the same, it cannot gain at all (docs/scaling.md compares the two).
-    rank_scaling: str = "batch"
-    scale_lr_by_workers: bool = True  # batch: multiply the learning rate by the number of ranks (Goyal et al. 2017)
+    # Where each rank adds a whole batch of its own to every update (the DQN family's --rank_scaling=batch, PQN's
+    # --pqn_minibatches=whole: AgentSettings.update_grows_with_ranks), multiply the learning rate by the number of
+    # ranks (Goyal et al. 2017).
+    scale_lr_by_workers: bool = True
     lr_scale_rule: str = "linear"  # with scale_lr_by_workers: times N (Goyal et al.) or times sqrt(N)
     lr_warmup_updates: int = 0  # updates over which the scaled learning rate ramps up linearly
     # Linear decay of the step size, to learning_rate_end (times the rank scale, if any) after lr_decay_updates
     # updates; None: a constant step size.
     learning_rate_end: Optional[float] = None
     lr_decay_updates: int = 0
-    # rank_scaling="batch" with N ranks: divide the schedules counted in updates (target_update_period,
-    # lr_warmup_updates, lr_decay_updates) by N, so each spans the env steps it spans at one rank.
+    # ... and with N such ranks, divide the schedules counted in updates (target_update_period, lr_warmup_updates,
+    # lr_decay_updates) by N, so each spans the env steps it spans at one rank.
     scale_schedules_by_workers: bool = True
-    # num_envs, replay_capacity and learning_starts count over the job and are split over the ranks (so a
-    # preset means the same run at any N), unless this is set (or --elastic, whose world changes size): then
-    # each rank has its own. Configs written before this field existed meant "per rank" under batch.
+    # num_envs and the replay memory's replay_capacity and learning_starts count over the job and are split over
+    # the ranks (so a preset means the same run at any N), unless this is set (or --elastic, whose world changes
+    # size): then each rank has its own. Configs written before this field existed meant "per rank" under batch.
     counts_per_rank: bool = False
 
     # Logging, evaluation, checkpoints.
@@ -164,10 +134,10 @@ class TrainConfig:
     inter_op_threads: int = 1
     deterministic_ops: bool = False  # tf.config.experimental.enable_op_determinism: slower, repeatable
 
-    # The settings of the agent's own (hvd_dqn.settings.AgentSettings, of the class its registry entry names:
-    # QR-DQN's quantiles, PQN's rollout), read as the config's own: `config.num_quantiles` is
-    # `config.agent_settings.num_quantiles`. A config is made with them by hvd_dqn.agent.configs.make_config (or
-    # the flags); one made here without them has the shared settings only.
+    # The settings of the agent's own (hvd_dqn.settings.AgentSettings, of the class its registry entry names: the
+    # DQN family's replay memory and target network, QR-DQN's quantiles, PQN's rollout), read as the config's own:
+    # `config.batch_size` is `config.agent_settings.batch_size`. A config is made with them by
+    # hvd_dqn.agent.configs.make_config (or the flags); one made here without them has the shared settings only.
     agent_settings: Optional[AgentSettings] = None
 
     def __getattr__(self, name: str):
@@ -184,6 +154,20 @@ class TrainConfig:
         if self.agent_settings is not None:
             values.update(self.agent_settings.values())
         return values
+
+    def replace(self, **changes) -> "TrainConfig":
+        """The config with `changes` (flag names: the config's own settings or its agent's; the agent stays: to
+        change it, hvd_dqn.agent.configs.with_settings). A name that is neither is a TypeError, as for
+        dataclasses.replace."""
+        own = {field.name for field in dataclasses.fields(self)}
+        agents = {name: changes.pop(name) for name in list(changes) if name not in own}
+        if "agent" in changes and changes["agent"] != self.agent:
+            raise TypeError("TrainConfig.replace keeps the agent; use hvd_dqn.agent.configs.with_settings")
+        if agents:
+            if self.agent_settings is None:
+                raise TypeError(f"{sorted(agents)[0]!r}: not a setting of a config without its agent's settings")
+            changes["agent_settings"] = dataclasses.replace(self.agent_settings, **agents)
+        return dataclasses.replace(self, **changes)
 
     def to_json(self) -> str:
         return json.dumps(self.setting_values(), indent=2, sort_keys=True)
@@ -229,8 +213,7 @@ def validate_shared(config: TrainConfig, check_logdir_writable: bool = True) -> 
     needed and proves it can write there, so a bad path fails before any training time is spent.
     """
     positive_ints = (
-        "num_envs", "total_env_steps", "learning_starts", "train_frequency", "target_update_period",
-        "replay_capacity", "batch_size", "log_interval_env_steps", "eval_episodes", "keep_checkpoints",
+        "num_envs", "total_env_steps", "log_interval_env_steps", "eval_episodes", "keep_checkpoints",
         "inter_op_threads", "elastic_commit_env_steps", "pipeline_sync_updates",
     )
     for name in positive_ints:
@@ -243,7 +226,7 @@ def validate_shared(config: TrainConfig, check_logdir_writable: bool = True) -> 
     for name in non_negative_ints:
         value = getattr(config, name)
         _require(isinstance(value, int) and value >= 0, name, value, "must be an integer >= 0")
-    for name in ("epsilon_start", "epsilon_end", "eval_epsilon", "apex_epsilon_base"):
+    for name in ("epsilon_start", "epsilon_end", "eval_epsilon"):
         value = getattr(config, name)
         _require(0.0 <= value <= 1.0, name, value, "must be a probability in [0, 1]")
     _require(0.0 <= config.repeat_action_probability <= 1.0, "repeat_action_probability",
@@ -256,13 +239,12 @@ def validate_shared(config: TrainConfig, check_logdir_writable: bool = True) -> 
              "must be an integer >= 0 (env steps of the job), or -1 for two updates' worth")
     _require(config.max_episode_frames > 0, "max_episode_frames", config.max_episode_frames,
              "must be a positive integer")
-    _require(config.apex_alpha >= 0.0, "apex_alpha", config.apex_alpha, "must be a number >= 0")
     _require(0.0 <= config.gamma <= 1.0, "gamma", config.gamma, "must be a discount factor in [0, 1]")
-    for name in ("learning_rate", "adam_epsilon", "huber_delta"):
+    for name in ("learning_rate", "adam_epsilon"):
         value = getattr(config, name)
         _require(value > 0.0, name, value, "must be a number > 0")
     choices = (("network", NETWORKS), ("conv_padding", CONV_PADDINGS), ("optimizer", OPTIMIZERS),
-               ("rank_scaling", RANK_SCALINGS), ("lr_scale_rule", LR_SCALE_RULES), ("loss", LOSSES),
+               ("lr_scale_rule", LR_SCALE_RULES),
                ("pipeline", PIPELINE_MODES), ("draw_ahead", DRAW_AHEAD_MODES))
     for name, allowed in choices:
         value = getattr(config, name)
@@ -275,41 +257,18 @@ def validate_shared(config: TrainConfig, check_logdir_writable: bool = True) -> 
     else:
         _require(config.lr_decay_updates == 0, "lr_decay_updates", config.lr_decay_updates,
                  "needs --learning_rate_end (the step size to decay to)")
-    # Under --rank_scaling=updates the job's batch is split over a fixed number of ranks; an elastic world that
-    # grows or shrinks would have to re-split it (and the envs and memories) between updates.
-    _require(not (config.elastic and config.rank_scaling == "updates"), "rank_scaling", config.rank_scaling,
-             "splits the job's --batch_size over a fixed number of ranks, which --elastic does not have; add "
-             "--rank_scaling=batch (the default, which --elastic runs in)")
     _require(0.0 <= config.rmsprop_rho < 1.0, "rmsprop_rho", config.rmsprop_rho, "must be in [0, 1)")
     _require(config.rmsprop_epsilon > 0.0, "rmsprop_epsilon", config.rmsprop_epsilon, "must be a number > 0")
-    _require(0.0 < config.target_update_tau <= 1.0, "target_update_tau", config.target_update_tau,
-             "must be in (0, 1] (1 copies the online network)")
     _require(config.max_grad_norm >= 0.0, "max_grad_norm", config.max_grad_norm,
              "must be >= 0 (0 disables gradient clipping)")
     _require(len(config.hidden_sizes) > 0 and all(size > 0 for size in config.hidden_sizes),
              "hidden_sizes", ",".join(map(str, config.hidden_sizes)),
              "must be a comma-separated list of positive layer widths, e.g. 256,256")
-    _require(config.learning_starts <= config.replay_capacity, "learning_starts", config.learning_starts,
-             f"must be <= --replay_capacity={config.replay_capacity} (both count transitions: the job's, or "
-             "each rank's with --counts_per_rank or --elastic)")
-    _require(config.batch_size <= config.learning_starts, "batch_size", config.batch_size,
-             f"must be <= --learning_starts={config.learning_starts}, so the first minibatch can be drawn")
     _require(config.seed >= 0, "seed", config.seed, "must be an integer >= 0")
     _require(config.stop_consecutive_evals >= 1, "stop_consecutive_evals", config.stop_consecutive_evals,
              "must be a positive number of evaluations")
     _require(config.stop_train_episodes >= 1, "stop_train_episodes", config.stop_train_episodes,
              "must be a positive number of episodes")
-    _require(1 <= config.n_step <= 100, "n_step", config.n_step, "must be an integer from 1 to 100")
-    _require(0.0 <= config.priority_alpha <= 1.0, "priority_alpha", config.priority_alpha,
-             "must be in [0, 1] (0 is uniform sampling)")
-    _require(0.0 <= config.priority_beta_start <= 1.0, "priority_beta_start", config.priority_beta_start,
-             "must be in [0, 1] (it is annealed to --priority_beta_end)")
-    _require(0.0 <= config.priority_beta_end <= 1.0, "priority_beta_end", config.priority_beta_end,
-             "must be in [0, 1] (1: the full importance-sampling correction)")
-    _require(config.priority_epsilon > 0.0, "priority_epsilon", config.priority_epsilon, "must be a number > 0")
-    _require(not (config.draw_ahead == "on" and config.prioritized_replay), "draw_ahead", config.draw_ahead,
-             "prioritised replay draws each minibatch with the priorities the update before it set, so it cannot "
-             "be drawn ahead; add --noprioritized_replay or leave --draw_ahead at auto")
     _check_env_id(config.env_id)
     # Nothing to resume in a folder that does not exist: said before the folder would be created for the run.
     if config.resume and config.logdir and not storage.is_remote(config.logdir) and not os.path.isdir(config.logdir):

@@ -114,7 +114,7 @@ def policy_info(config, spec, distribution) -> dict:
     return dict(env_id=config.env_id, observation_shape=list(spec.observation_shape),
                 observation_dtype=np.dtype(spec.observation_dtype).name, num_actions=int(spec.num_actions),
                 agent=entry.name, agent_title=entry.title, agent_settings=settings, network=config.network,
-                dueling=config.dueling, signature="serving_default",
+                dueling=bool(settings.get("dueling", False)), signature="serving_default",
                 inputs=dict(observation="the environment's observations, batched"), outputs=greedy_outputs,
                 signatures=signatures)
 

@@ -36,50 +36,15 @@ _HELP = {
                              "and reported scores still run to game over.",
     "clip_rewards": "Learn from sign(reward) (Mnih et al. 2015); reported returns stay the raw game score.",
     "total_env_steps": "Length of training in env steps, summed over all envs of all ranks.",
-    "learning_starts": "Transitions the job's replay memories hold before updates begin: each rank waits for its "
-                       "share (and, under --rank_scaling=batch, for one --batch_size); with --counts_per_rank or "
-                       "--elastic, each rank's own.",
-    "train_frequency": "Env steps per rank between two gradient updates (the replay ratio is "
-                       "batch_size / train_frequency samples per env step, independent of the rank count).",
-    "target_update_period": "Gradient updates between two copies of the online network into the target network.",
-    "target_update_tau": "At each target update: 1 copies the online network (Mnih et al. 2015); tau < 1 moves "
-                         "the target to tau x online + (1 - tau) x target (Polyak averaging, Lillicrap et al. "
-                         "2016; usually with --target_update_period=1).",
     "epsilon_start": "Exploration probability at the first env step.",
     "epsilon_end": "Exploration probability after the decay.",
     "epsilon_decay_env_steps": "Env steps (summed over ranks) over which epsilon falls linearly from start to end.",
     "epsilon_decay_start_env_steps": "Env steps (summed over ranks) during which epsilon stays at its start value "
                                      "before the decay begins (Dopamine waits for min_replay_history = 20k).",
-    "apex_exploration": "Ape-X exploration (Horgan et al. 2018): env i of the N envs of all ranks acts with the "
-                        "fixed epsilon_i = base^(1 + alpha * i / (N - 1)) instead of following the schedule.",
-    "apex_epsilon_base": "Ape-X exploration: the base epsilon (0.4 in Ape-X).",
-    "apex_alpha": "Ape-X exploration: how fast epsilon falls across the envs (7 in Ape-X).",
-    "replay_capacity": "Transitions the job's replay memories hold, split evenly over the ranks (with "
-                       "--counts_per_rank or --elastic, each rank's own); the oldest are overwritten.",
-    "batch_size": "Transitions per rank per update under --rank_scaling=batch (the global batch is batch_size x "
-                  "ranks); the global batch, split over the ranks, under updates.",
-    "prioritized_replay": "Proportional prioritised replay (Schaul et al. 2016): transitions drawn in proportion "
-                          "to |TD error|^alpha, losses weighted by importance sampling; per rank.",
-    "priority_alpha": "Prioritised replay: how strongly priorities skew sampling (0 uniform, 1 fully; Schaul: 0.6).",
-    "priority_beta_start": "Prioritised replay: importance-sampling exponent at the start, annealed linearly to 1 "
-                           "at --total_env_steps (Schaul: 0.4).",
-    "priority_beta_end": "Prioritised replay: the importance-sampling exponent reached at --total_env_steps (Schaul: "
-                         "1; equal to --priority_beta_start for a fixed exponent).",
-    "priority_epsilon": "Prioritised replay: added to |TD error| so every transition can be drawn.",
-    "n_step": "Env steps of rewards summed before bootstrapping (n-step returns; Rainbow uses 3); the sum "
-              "stops at episode ends and learning terminals.",
     "gamma": "Discount factor per env step.",
     "learning_rate": "Optimizer learning rate (per update, before any scaling by the number of ranks).",
     "adam_epsilon": "Adam's and RAdam's epsilon (numerical stabiliser).",
-    "loss": "TD loss: huber (Mnih et al. 2015; quadratic within --huber_delta, linear beyond) or mse (the mean "
-            "squared TD error, without a factor 1/2, as Dopamine's JAX DQN).",
-    "huber_delta": "Huber loss threshold on the TD error, in return units.",
     "max_grad_norm": "Clip the global norm of the averaged gradient to this value; 0 disables clipping.",
-    "double_dqn": "Use double-DQN targets (van Hasselt et al. 2016): the online network picks a', "
-                  "the target network values it.",
-    "layer_norm": "LayerNorm (Ba et al. 2016) after every hidden layer, before its ReLU: what keeps PQN's "
-                  "bootstrapped targets stable without a target network (Gallici et al. 2024).",
-    "dueling": "Dueling heads (Wang et al. 2016): Q = V + A - mean(A), for the MLP and the Nature CNN.",
     "hidden_sizes": "Widths of the Q-network's hidden layers, comma-separated.",
     "network": "Q-network: auto (the Nature CNN for stacked Atari frames, MinAtar's one-convolution CNN for its "
                "10x10 grids, an MLP of --hidden_sizes otherwise), or one of mlp, nature_cnn, minatar_cnn.",
@@ -96,14 +61,6 @@ _HELP = {
     "layer_adaptation": "Layer-wise adaptive step sizes: the optimizer's step of each variable (a layer's kernel "
                         "or bias) rescaled to --learning_rate times the variable's norm, LAMB's trust ratio (You et "
                         "al. 2019); with --optimizer=adam this is LAMB. Made for large global batches.",
-    "rank_scaling": "How N ranks share the updates. batch (default): each rank updates every --train_frequency "
-                    "of its own env steps on --batch_size of its own transitions: N times fewer updates per env "
-                    "step, each with an N times larger global batch, so the step size is scaled by N and the "
-                    "schedules counted in updates divided by N (--scale_lr_by_workers, "
-                    "--scale_schedules_by_workers, both on): ranks add speed, since no update waits for a "
-                    "smaller one. updates: the job updates every --train_frequency env steps summed over ranks, "
-                    "each rank adding --batch_size / N transitions: one rank's updates and batch at any N, each "
-                    "update waiting for a sync (docs/scaling.md compares the two). --elastic needs batch.",
     "lr_scale_rule": "With --scale_lr_by_workers: linear (the rate times N, Goyal et al. 2017) or sqrt (times "
                      "sqrt(N), Krizhevsky 2014; Hoffer et al. 2017).",
     "scale_lr_by_workers": "Under --rank_scaling=batch (PQN: --pqn_minibatches=whole): multiply the learning rate "

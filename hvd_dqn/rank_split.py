@@ -18,30 +18,30 @@ from hvd_dqn.config import ConfigError, TrainConfig
 def learns_from_replay(config: TrainConfig) -> bool:
     """Whether the config's agent learns from replay memories (the DQN family), as its settings class says
     (hvd_dqn.settings.AgentSettings.memory), rather than from rollouts (PQN)."""
+    return _settings(config).memory == "replay"
+
+
+def _settings(config: TrainConfig):
     if config.agent_settings is None:
         raise ValueError("a config without its agent's settings (TrainConfig.agent_settings): make it with "
                          "hvd_dqn.agent.configs.make_config")
-    return config.agent_settings.memory == "replay"
+    return config.agent_settings
 
 
 def scales_lr(config: TrainConfig) -> bool:
-    """Whether the step size is multiplied by the ranks: --scale_lr_by_workers applies to --rank_scaling=batch,
-    whose global batch grows with the ranks; under updates the global batch is --batch_size at any N, and so is
-    PQN's minibatch (a --num_minibatches-th of the job's rollout) unless --pqn_minibatches=whole, whose update
-    averages N whole minibatches."""
-    if not learns_from_replay(config):  # PQN
-        return config.scale_lr_by_workers and config.pqn_minibatches == "whole"
-    return config.scale_lr_by_workers and config.rank_scaling == "batch"
+    """Whether the step size is multiplied by the ranks: --scale_lr_by_workers applies where the global batch grows
+    with the ranks (the agent's settings say: `AgentSettings.update_grows_with_ranks`; the DQN family's
+    --rank_scaling=batch, PQN's --pqn_minibatches=whole); under updates the global batch is --batch_size at any N,
+    and so is PQN's shared minibatch (a --num_minibatches-th of the job's rollout)."""
+    return config.scale_lr_by_workers and _settings(config).update_grows_with_ranks()
 
 
 def scales_schedules(config: TrainConfig) -> bool:
     """Whether the schedules counted in updates are divided by the ranks: --scale_schedules_by_workers applies
-    to --rank_scaling=batch only (updates makes one rank's updates per env step at any N) and not under
-    --elastic (whose N changes while a schedule runs). PQN's are divided under --pqn_minibatches=whole, whose
-    N ranks make N times fewer updates per rollout."""
-    if not learns_from_replay(config):  # PQN: whole minibatches make N times fewer updates per rollout, as batch does
-        return config.scale_schedules_by_workers and config.pqn_minibatches == "whole"
-    return config.scale_schedules_by_workers and config.rank_scaling == "batch" and not config.elastic
+    where N ranks make N times fewer updates per env step (`update_grows_with_ranks`: --rank_scaling=batch, PQN's
+    --pqn_minibatches=whole; updates makes one rank's updates per env step at any N) and not under --elastic
+    (whose N changes while a schedule runs)."""
+    return config.scale_schedules_by_workers and _settings(config).update_grows_with_ranks() and not config.elastic
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,7 +66,8 @@ def update_counted_schedules(config: TrainConfig, world_size: int) -> UpdateCoun
     def on_this_world(updates: int) -> int:
         return 0 if updates == 0 else max(1, int(updates / divisor + 0.5))
 
-    return UpdateCountedSchedules(on_this_world(config.target_update_period), on_this_world(config.lr_warmup_updates),
+    return UpdateCountedSchedules(on_this_world(_settings(config).target_period()),
+                                  on_this_world(config.lr_warmup_updates),
                                   on_this_world(config.lr_decay_updates))
 
 
@@ -154,8 +155,8 @@ def rank_count_caution(config: TrainConfig, world_size: int) -> Optional[str]:
                  + "; ".join(MEASURED_AT_32_RANKS.values()))
     return (f"--rank_scaling=batch with {world_size} ranks multiplies the step size by {world_size}: the rule kept "
             f"one rank's env steps to a score (within 1.25x) through {LINEAR_RULE_MEASURED_RANKS} ranks on the tasks "
-            f"measured; {at_32} (docs/scaling.md). Expect more env steps to a score than one rank needs, and "
-            f"consider a longer --n_step than {config.n_step}")
+            f"measured; {at_32} (docs/scaling.md). Expect more env steps to a score than one rank needs"
+            + (f", and consider a longer --n_step than {config.n_step}" if learns_from_replay(config) else ""))
 
 
 def counts_are_per_rank(config: TrainConfig) -> bool:

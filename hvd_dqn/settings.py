@@ -75,6 +75,25 @@ class AgentSettings:
                 shown = str(value).lower() if isinstance(value, bool) else value
                 raise ConfigError(f"--{field.name}={shown}: {problem}")
 
+    def check_with(self, config) -> None:
+        """Raises ConfigError for a bad combination of these settings with each other or with the config's
+        (`config`: the run's hvd_dqn.config.TrainConfig); each setting's own check is its field's."""
+
+    def update_grows_with_ranks(self) -> bool:
+        """Whether each of N ranks adds a whole batch of its own to every update, so that the global batch grows
+        N-fold and the job makes N times fewer updates per env step: then --scale_lr_by_workers and
+        --scale_schedules_by_workers apply (hvd_dqn.rank_split). False for an agent whose ranks share one batch."""
+        return False
+
+    def fixed_env_epsilons(self, num_envs_total: int):
+        """The fixed exploration rate of each of the job's `num_envs_total` envs (a numpy array, env i of rank r
+        at r * envs per rank + i), or None where every env follows the --epsilon_* schedule."""
+        return None
+
+    def target_period(self) -> int:
+        """Updates between two copies of the online network into a target network; 0 for an agent without one."""
+        return 0
+
     def values(self) -> Dict[str, Any]:
         """name -> value of every setting, as config.json writes them."""
         return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}

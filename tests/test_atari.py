@@ -1,7 +1,6 @@
 """Atari through ale-py's AtariVectorEnv: ids, life-loss and truncation signals, videos, and a short real
 training run that checkpoints, evaluates, films and plots."""
 import csv
-import dataclasses
 import json
 import re
 import subprocess
@@ -43,7 +42,7 @@ def test_unknown_game_names_where_to_find_valid_ids(tmp_path):
 def test_the_measurements_probe_the_spec_a_rank_trains_with(env_id):
     """probe_spec builds the networks of the benchmark and the cost model: it must read what the trainer's own
     env gives, whatever the config's emulator threads, from one env it closes again."""
-    config = dataclasses.replace(make_config(), env_id=env_id, num_envs=4, env_threads=2)
+    config = make_config().replace(env_id=env_id, num_envs=4, env_threads=2)
     env = make_env_for(config, config.num_envs)
     try:
         trained_with = spec_of(env)
@@ -139,7 +138,7 @@ class _PreferFire(tf.keras.Model):
 
 
 def test_atari_video_films_the_colour_screen_of_the_agents_game(tmp_path):
-    config = dataclasses.replace(make_config(), env_id="ALE/Pong-v5", max_episode_frames=800)
+    config = make_config().replace(env_id="ALE/Pong-v5", max_episode_frames=800)
     actor = EpsilonGreedyActor(_PreferFire(), 6, np.random.default_rng(0))
     episode = record_episode(actor, config, epsilon=0.0, seed=7)
     assert 0 < episode.length <= 200 and len(episode.frames) == episode.length + 1
@@ -169,7 +168,7 @@ def test_atari_video_films_the_colour_screen_of_the_agents_game(tmp_path):
 
 
 def test_classic_control_video_uses_gymnasiums_rendering(tmp_path):
-    config = dataclasses.replace(make_config(), env_id="CartPole-v1")
+    config = make_config().replace(env_id="CartPole-v1")
     actor = EpsilonGreedyActor(_FixedQ2(), 2, np.random.default_rng(0))
     episode = record_episode(actor, config, epsilon=0.0, seed=0)
     assert len(episode.frames) == episode.length + 1 and episode.episode_return == episode.length

@@ -1,5 +1,4 @@
 """What one rank of N runs: its envs, replay capacity, learning start and scaling rules (hvd_dqn.rank_split)."""
-import dataclasses
 
 import pytest
 
@@ -22,23 +21,23 @@ def test_the_job_counts_are_split_over_the_ranks(ranks, envs, capacity, starts):
 
 def test_updates_mode_waits_for_the_share_alone():
     """Under updates each rank draws batch_size / N, so its share of --learning_starts is enough."""
-    assert rank_learning_starts(dataclasses.replace(CARTPOLE, rank_scaling="updates"), 8) == 125
+    assert rank_learning_starts(CARTPOLE.replace(rank_scaling="updates"), 8) == 125
 
 
 @pytest.mark.parametrize("changes", [dict(counts_per_rank=True), dict(elastic=True)])
 def test_per_rank_counts_are_each_ranks_own(changes):
-    config = dataclasses.replace(CARTPOLE, **changes)
+    config = CARTPOLE.replace(**changes)
     assert rank_share(config, 4) == (8, 100_000) and rank_learning_starts(config, 4) == 1000
 
 
 def test_a_split_that_does_not_fit_is_named():
     with pytest.raises(ConfigError, match=r"^--num_envs=8 \(the job's envs\) must split evenly over the 3 ranks"):
         rank_share(CARTPOLE, 3)
-    small = dataclasses.replace(CARTPOLE, replay_capacity=1000)
+    small = CARTPOLE.replace(replay_capacity=1000)
     with pytest.raises(ConfigError, match=r"^--replay_capacity=1000: split over 8 ranks, each rank's 125 "
                                           r"transitions cannot hold the 128 it needs before learning starts"):
         rank_share(small, 8)
-    updates = dataclasses.replace(CARTPOLE, rank_scaling="updates", batch_size=100)
+    updates = CARTPOLE.replace(rank_scaling="updates", batch_size=100)
     with pytest.raises(ConfigError, match=r"^--rank_scaling=updates: --batch_size=100 \(the global batch\) must "
                                           r"split evenly over the 8 ranks"):
         check_world(updates, 8)
@@ -48,17 +47,17 @@ def test_a_split_that_does_not_fit_is_named():
 def test_the_scaling_rules_apply_to_batch_only():
     """Both rules are on by default; under updates N ranks already make one rank's updates with one rank's
     batch, and under --elastic N changes while a schedule runs."""
-    config = dataclasses.replace(CARTPOLE, target_update_period=250, lr_decay_updates=25_000, learning_rate_end=1e-4)
+    config = CARTPOLE.replace(target_update_period=250, lr_decay_updates=25_000, learning_rate_end=1e-4)
     assert scales_lr(config) and update_counted_schedules(config, 2).target_update_period == 125
-    updates = dataclasses.replace(config, rank_scaling="updates")
+    updates = config.replace(rank_scaling="updates")
     assert not scales_lr(updates) and update_counted_schedules(updates, 2).lr_decay_updates == 25_000
-    elastic = dataclasses.replace(config, elastic=True)
+    elastic = config.replace(elastic=True)
     assert update_counted_schedules(elastic, 2).target_update_period == 250
 
 
 def test_job_num_envs_is_only_for_per_rank_counts():
     assert "only with --counts_per_rank" in job_num_envs_problem(CARTPOLE, 8, [1, 2], [])
-    per_rank = dataclasses.replace(CARTPOLE, counts_per_rank=True)
+    per_rank = CARTPOLE.replace(counts_per_rank=True)
     assert job_num_envs_problem(per_rank, 8, [1, 2], []) is None
     assert "positive multiple of every worker count (1, 3)" in job_num_envs_problem(per_rank, 8, [1, 3], [])
     assert "leave --num_envs out" in job_num_envs_problem(per_rank, 8, [1, 2], ["--num_envs=2"])
@@ -71,7 +70,7 @@ def test_job_num_envs_is_only_for_per_rank_counts():
 def test_the_worker_benchmark_times_from_the_job_env_step_of_the_first_update(changes, workers, fill):
     from hvd_dqn.measure.benchmark_workers import fill_env_steps
 
-    assert fill_env_steps(dataclasses.replace(CARTPOLE, **changes), workers) == fill
+    assert fill_env_steps(CARTPOLE.replace(**changes), workers) == fill
 
 
 def test_a_lone_run_is_given_one_ranks_work():
@@ -79,14 +78,14 @@ def test_a_lone_run_is_given_one_ranks_work():
     update frequency under updates, and the target copies the rank makes."""
     from hvd_dqn.measure.corun import CorunError, core_blocks, rank_alone_flags
 
-    config = dataclasses.replace(CARTPOLE, train_frequency=2, target_update_period=250)
+    config = CARTPOLE.replace(train_frequency=2, target_update_period=250)
     assert rank_alone_flags(config, 2) == ["--num_envs=4", "--replay_capacity=50000", "--learning_starts=500",
                                            "--target_update_period=125"]
-    assert rank_alone_flags(dataclasses.replace(config, scale_schedules_by_workers=False), 2)[-1] == \
+    assert rank_alone_flags(config.replace(scale_schedules_by_workers=False), 2)[-1] == \
         "--target_update_period=250"
-    updates = dataclasses.replace(config, rank_scaling="updates")
+    updates = config.replace(rank_scaling="updates")
     assert rank_alone_flags(updates, 2)[3:] == ["--batch_size=64", "--train_frequency=1", "--target_update_period=250"]
-    assert rank_alone_flags(dataclasses.replace(config, counts_per_rank=True), 2, job_num_envs=16)[0] == "--num_envs=8"
+    assert rank_alone_flags(config.replace(counts_per_rank=True), 2, job_num_envs=16)[0] == "--num_envs=8"
     with pytest.raises(CorunError, match=r"^--rank_scaling=updates with --train_frequency=2: a rank of 4 updates "
                                          r"every 2/4 of its env steps"):
         rank_alone_flags(updates, 4)
@@ -136,7 +135,7 @@ def test_no_rank_makes_its_first_update_before_every_ranks_memory_is_ready(monke
     from hvd_dqn.agent.dqn.agent import DQNAgent
 
     assert len(_frame_memory_after(10, episode_end_at=3)) == len(_frame_memory_after(10)) + 1
-    config = dataclasses.replace(make_config(), learning_starts=11, train_frequency=1, batch_size=2,
+    config = make_config().replace(learning_starts=11, train_frequency=1, batch_size=2,
                                  rank_scaling="batch", counts_per_rank=True)
     other_rank_ready = iter([False, False, True, True])
     votes = []
@@ -180,9 +179,9 @@ def test_the_start_up_log_warns_past_the_ranks_the_default_rule_was_measured_at(
     assert "at 32 ranks on this task" in caution and "CartPole needed 1.32x" in caution
     assert "every seed solved at 1.16x" in caution and "MinAtar" not in caution  # only the task being trained
     assert caution.endswith(f"a longer --n_step than {CARTPOLE.n_step}")
-    minatar = rank_count_caution(dataclasses.replace(CARTPOLE, env_id="MinAtar/Breakout-v0"), 32)
+    minatar = rank_count_caution(CARTPOLE.replace(env_id="MinAtar/Breakout-v0"), 32)
     assert "MinAtar Breakout needed 1.05x" in minatar and "CartPole" not in minatar
-    unmeasured = rank_count_caution(dataclasses.replace(CARTPOLE, env_id="ALE/Pong-v5"), 32)
+    unmeasured = rank_count_caution(CARTPOLE.replace(env_id="ALE/Pong-v5"), 32)
     assert "32 ranks were not measured on ALE/Pong-v5; on the tasks that were" in unmeasured
     assert "CartPole needed 1.32x" in unmeasured and "MinAtar Breakout needed 1.05x" in unmeasured
     # Other rules were not measured there, so the figures would not be theirs.

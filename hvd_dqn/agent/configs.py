@@ -73,7 +73,7 @@ def check_agent(config: TrainConfig, given: Iterable[str] = ()) -> None:
     """The agent is registered and its settings are of its class; no setting that only other agents read is given
     or changed from its default (the entries' ownership, `registry.settings_problem`; another agent's own setting
     cannot be in the config at all: `make_config` refuses it); each of its own settings passes its check, then the
-    agent's checks of them with the config's."""
+    settings class's and the agent's checks of them with the config's."""
     try:
         entry = registry.entry(config.agent)
     except registry.UnknownAgent as error:
@@ -89,6 +89,7 @@ def check_agent(config: TrainConfig, given: Iterable[str] = ()) -> None:
     if problem:
         raise ConfigError(problem)
     config.agent_settings.check()
+    config.agent_settings.check_with(config)
     own_checks = registry.checks(entry.name)
     if own_checks is not None:
         own_checks(config)

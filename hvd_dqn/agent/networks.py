@@ -23,7 +23,7 @@ from typing import Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from hvd_dqn.agent.dqn.settings import noisy_nets
+from hvd_dqn.agent.dqn.settings import dueling, layer_norm, noisy_nets
 from hvd_dqn.agent.noisy import NoisyDense, noise_input
 
 
@@ -231,10 +231,10 @@ def feature_torso(config, spec, head: Head):
     or all but the last of --hidden_sizes (then the last), as `build_q_network` chooses the network."""
     network = network_kind(config.network, spec.observation_shape, spec.observation_dtype)
     if network == "nature_cnn":
-        return (*_nature_cnn_torso(spec.observation_shape, config.conv_padding, config.layer_norm, head), 512)
+        return (*_nature_cnn_torso(spec.observation_shape, config.conv_padding, layer_norm(config), head), 512)
     if network == "minatar_cnn":
-        return (*_minatar_torso(spec.observation_shape, config.layer_norm, head), 128)
-    return (*_mlp_torso(spec.observation_shape, config.hidden_sizes[:-1], config.layer_norm, head),
+        return (*_minatar_torso(spec.observation_shape, layer_norm(config), head), 128)
+    return (*_mlp_torso(spec.observation_shape, config.hidden_sizes[:-1], layer_norm(config), head),
             config.hidden_sizes[-1])
 
 
@@ -244,4 +244,4 @@ def q_network_for(config, spec, name: str, head: Head = Head()) -> tf.keras.Mode
     if noisy_nets(config):
         head = dataclasses.replace(head, noisy=True, sigma0=config.noisy_sigma0)
     return build_q_network(spec.observation_shape, spec.observation_dtype, spec.num_actions, config.hidden_sizes,
-                           name, config.dueling, config.network, config.conv_padding, config.layer_norm, head)
+                           name, dueling(config), config.network, config.conv_padding, layer_norm(config), head)

@@ -40,10 +40,9 @@ class AgentEntry:
 
     `settings_class`: the dataclass of the settings that are its own (hvd_dqn.settings.AgentSettings: each field's
     default, --help text, purpose and check), which every shipped command defines flags for and a run's config
-    holds (`TrainConfig.agent_settings`); it also says what the agent learns from (`memory`). `settings`: the
-    config's settings (hvd_dqn.config.TrainConfig) it reads that some other agent does not (name -> what it is
-    for, e.g. "replay_capacity": "the replay memory"), shared within a family (DQN's replay memory and target
-    network). A setting owned by other agents (through either) and not by this one must be left out when this one
+    holds (`TrainConfig.agent_settings`); it also says what the agent learns from (`memory`). A family shares
+    settings by composing its groups (hvd_dqn.agent.dqn.settings: the replay memory and target network, the TD
+    loss, the heads). A setting of other agents' classes and not of this one's must be left out when this one
     trains, or the check names it (`settings_problem`). `without_them` says, after "--agent=NAME", why the
     others' settings mean nothing to it. `checks`: "module:function" of a function that raises
     hvd_dqn.config.ConfigError for a bad combination of its settings with the config's (each setting's own check
@@ -55,7 +54,6 @@ class AgentEntry:
     title: str  # how texts name it: "DQN", "QR-DQN"
     summary: str  # one line for --agent's help and the README: what it is, from which paper
     implementation: str  # "module:Class" of the agent class (hvd_dqn.agent.interface.AgentClass)
-    settings: Mapping[str, str]
     without_them: str
     settings_class: type = AgentSettings
     acts_ahead: bool = True  # whether acting may run ahead of learning on a thread of its own (--pipeline)
@@ -85,10 +83,8 @@ class AgentEntry:
         return self.settings_class.memory
 
     def owned(self) -> Dict[str, str]:
-        """Every setting it reads that some other agent does not, name -> what it is for: the config's it shares
-        (`settings`) and its own (`settings_class`'s fields)."""
-        own = {field.name: purpose(field) for field in dataclasses.fields(self.settings_class)}
-        return {**self.settings, **own}
+        """Every setting of its own, name -> what it is for: its `settings_class`'s fields."""
+        return {field.name: purpose(field) for field in dataclasses.fields(self.settings_class)}
 
 
 _entries: Dict[str, AgentEntry] = {}

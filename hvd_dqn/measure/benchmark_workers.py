@@ -282,8 +282,9 @@ def main(argv=None) -> int:
         report = dict(results, flagfile=args.flagfile, train_flags=train_flags, job_num_envs=args.job_num_envs,
                       cores_per_rank=args.cores_per_rank,
                       controller=args.controller, rounds=args.rounds, measure_env_steps=args.measure_env_steps,
-                      rank_scaling=config.rank_scaling, runs=[{key: value for key, value in run.items()
-                                                               if key != "logdir" or not temporary} for run in runs],
+                      rank_scaling=config.setting_values().get("rank_scaling"),  # None for PQN
+                      runs=[{key: value for key, value in run.items() if key != "logdir" or not temporary}
+                            for run in runs],
                       coruns=coruns)
         write_report(args.json, report)
     except (BenchmarkError, OSError) as error:

@@ -3,7 +3,6 @@ with learning, side by side, in a child process of the benchmark: TensorFlow's t
 process, and the pipeline needs an inter-op thread for each side."""
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import os
@@ -46,7 +45,7 @@ def training_part(config, balanced_train_frequency: int, seconds: float, rounds:
     rng = np.random.default_rng(config.seed)
     results = rename(_training_rates(config, spec, rng, seconds, rounds), pipeline="train_steps_per_s",
                       overlap="train_steps_per_s_overlap", in_order="train_steps_per_s_no_overlap")
-    balanced = dataclasses.replace(config, train_frequency=balanced_train_frequency)
+    balanced = config.replace(train_frequency=balanced_train_frequency)
     results.update(rename(_training_rates(balanced, spec, rng, seconds, rounds), pipeline="balanced_steps_per_s",
                            overlap="balanced_steps_per_s_overlap", in_order="balanced_steps_per_s_in_order"))
     with open(report, "w") as handle:
@@ -90,8 +89,8 @@ def _full_trainer(config, spec, rng: np.random.Generator, settings: dict):
 
     from hvd_dqn.run.trainer import Trainer
 
-    trainer = Trainer(dataclasses.replace(
-        config, **settings, env_threads=1, intra_op_threads=1,
+    trainer = Trainer(config.replace(
+        **settings, env_threads=1, intra_op_threads=1,
         inter_op_threads=2 - int(settings["pipeline"] == "on"),  # two in all: the trainer adds one for the pipeline
         eval_interval_env_steps=0, log_interval_env_steps=0, checkpoint_interval_env_steps=0,
         total_env_steps=2**62, epsilon_start=config.epsilon_end,

@@ -31,13 +31,11 @@ PROGRAM = "hvd_dqn.plan.step_headroom"
 def headroom_flags(config, k: int) -> List[str]:
     """The flags that make one rank of `config` update as k ranks of --rank_scaling=batch do: k times fewer
     updates per env step, the step size k ranks get, the schedules in updates on k ranks' clock."""
-    import dataclasses
-
     from hvd_dqn.rank_split import learning_rate_scale, update_counted_schedules
 
     if k == 1:
         return []
-    as_k_ranks = dataclasses.replace(config, rank_scaling="batch", scale_schedules_by_workers=True, elastic=False)
+    as_k_ranks = config.replace(rank_scaling="batch", scale_schedules_by_workers=True, elastic=False)
     schedules = update_counted_schedules(as_k_ranks, k)
     scale = learning_rate_scale(k, config.lr_scale_rule)
     flags = [f"--train_frequency={config.train_frequency * k}",

@@ -346,8 +346,11 @@ def incompatibility(config: TrainConfig, saved: TrainConfig):
         saved_shaping = set()  # an agent of a package not installed now: --agent alone differs
     shaping = _CHECKPOINT_SHAPING_SETTINGS + tuple(name for name in registry.entry(config.agent).shapes_checkpoint
                                                    if name in saved_shaping)
-    differences = [f"--{name}={getattr(saved, name)!r} (this run: {getattr(config, name)!r})"
-                   for name in shaping if getattr(saved, name) != getattr(config, name)]
+    # by name in both runs' settings: a shaping setting of the agent's own (--rank_scaling of the DQN family) is
+    # absent from another agent's
+    saved_values, values = saved.setting_values(), config.setting_values()
+    differences = [f"--{name}={saved_values.get(name)!r} (this run: {values.get(name)!r})"
+                   for name in shaping if saved_values.get(name) != values.get(name)]
     if differences:
         return "was written with " + ", ".join(differences) + "; use another --logdir or the same settings"
     return None

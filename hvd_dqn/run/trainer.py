@@ -21,7 +21,6 @@ from hvd_dqn.agent.episodes import run_episodes
 from hvd_dqn.agent.factory import acts_ahead, agent_entry, make_agent
 from hvd_dqn.agent.interface import Experience
 from hvd_dqn.agent.policy import EpsilonGreedyActor
-from hvd_dqn.agent.schedules import apex_epsilons
 from hvd_dqn.config import ConfigError, TrainConfig
 from hvd_dqn.envs import frames_per_step, make_env_for, spec_of, steps_outside_python
 from hvd_dqn.logdir import storage
@@ -368,9 +367,9 @@ class Trainer:
         check_world(config, world.size)
         self.agent.join_world(world.size)
         self.acting.env_epsilons = None  # with Ape-X exploration: this rank's share of the fixed per-env epsilons
-        if config.apex_exploration:
-            num_envs = self.acting.num_envs
-            all_epsilons = apex_epsilons(num_envs * world.size, config.apex_epsilon_base, config.apex_alpha)
+        num_envs = self.acting.num_envs
+        all_epsilons = config.agent_settings.fixed_env_epsilons(num_envs * world.size)
+        if all_epsilons is not None:
             self.acting.env_epsilons = all_epsilons[world.rank * num_envs:][:num_envs]
             self.mean_env_epsilon = float(all_epsilons.mean())
         if self.eval_env is not None:

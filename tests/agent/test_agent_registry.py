@@ -83,7 +83,7 @@ def test_the_runner_refuses_another_agents_setting_named_in_its_flagfile_or_keyw
 
 
 def test_an_entry_names_its_class_and_memory_properly_and_a_name_is_registered_once():
-    fields = dict(name="x", title="X", summary="x", settings={}, without_them="x")
+    fields = dict(name="x", title="X", summary="x", without_them="x")
     tape = dataclasses.make_dataclass("TapeSettings", [], bases=(AgentSettings,), frozen=True,
                                       namespace={"memory": "tape"})
     with pytest.raises(ValueError, match="its settings' memory must be one of replay, rollout, not 'tape'"):
@@ -98,20 +98,19 @@ def test_an_entry_names_its_class_and_memory_properly_and_a_name_is_registered_o
 
 # An agent of another package: expected SARSA (van Seijen et al. 2009) for an epsilon-greedy policy of its own
 # setting --target_epsilon, bootstrapping from (1 - eps) max_a Q + eps mean_a Q of the target network. DQN's replay,
-# target network and schedule; its own learner's targets; the settings of the replay memory and target network, and
-# one of its own, declared beside it as a built-in agent's are.
+# target network and schedule; its own learner's targets; the settings of the replay memory and target network and
+# of the TD loss, composed of DQN's groups, and one of its own, declared beside it as a built-in agent's are.
 PLUGIN = '''
 """Expected SARSA on hvd_dqn's DQN machinery, registered through the hvd_dqn.agents entry point."""
 import dataclasses
 
-from hvd_dqn.agent.dqn import REPLAY_SETTINGS, TARGET_SETTINGS
-from hvd_dqn.agent.dqn.settings import DQNSettings
+from hvd_dqn.agent.dqn.settings import ReplaySettings, TDLossSettings
 from hvd_dqn.agent.registry import AgentEntry
 from hvd_dqn.settings import in_unit_interval, setting
 
 
 @dataclasses.dataclass(frozen=True)
-class ExpectedSarsaSettings(DQNSettings):
+class ExpectedSarsaSettings(ReplaySettings, TDLossSettings):
     target_epsilon: float = setting(
         0.05, "Expected SARSA: epsilon of the epsilon-greedy policy whose expected Q-value the targets bootstrap "
               "from.", purpose="the policy its targets expect", check=in_unit_interval)
@@ -121,7 +120,7 @@ AGENT = AgentEntry(
     name="expected_sarsa", title="Expected SARSA",
     summary="Expected SARSA for the epsilon-greedy policy (van Seijen et al. 2009), from a replay memory.",
     implementation="expected_sarsa_agent.agent:ExpectedSarsaAgent",
-    settings={**REPLAY_SETTINGS, **TARGET_SETTINGS, "loss": "the TD loss"}, settings_class=ExpectedSarsaSettings,
+    settings_class=ExpectedSarsaSettings,
     without_them="bootstraps from the expected Q-value of its epsilon-greedy policy")
 '''
 PLUGIN_AGENT = '''

@@ -2,7 +2,6 @@
 rank), targets bootstrapped from the action greedy on the mean over levels (and, double, the online network's
 choice) on networks whose outputs are set, the greedy policy on a fixed set of levels, its one-line errors, and its
 CartPole preset learning. Two ranks, mixed precision, exact resume, evaluate and export: tests/agent/test_distributional.py."""
-import dataclasses
 
 import numpy as np
 import pytest
@@ -64,7 +63,7 @@ def test_levels_repeat_for_a_seed_and_update_and_differ_between_seeds():
     assert not np.array_equal(first, learner._levels(3, 4, 1).numpy())  # another draw of the same update
     learner.num_updates.assign_add(1)
     assert not np.array_equal(first, learner._levels(3, 4, 0).numpy())  # the next update
-    other = ImplicitQuantileLearner.from_config(dataclasses.replace(CONFIG, seed=1), _network("o2"), _network("t2"), 1,
+    other = ImplicitQuantileLearner.from_config(CONFIG.replace(seed=1), _network("o2"), _network("t2"), 1,
                                                 distributed=False)
     assert not np.array_equal(first, other._levels(3, 4, 0).numpy())
     assert np.all((first >= 0) & (first < 1))

@@ -2,6 +2,7 @@
 formulas, the rollout's checkpoint, the one-line error for every DQN setting, equal replicas on 2 ranks (with
 every minibatch shared, or whole minibatches per rank), a resume in the middle of a rollout that continues
 exactly, and CartPole learnt."""
+
 import dataclasses
 
 import numpy as np
@@ -12,7 +13,7 @@ from hvd_dqn.agent.numpy_forward import NumpyForward
 from hvd_dqn.agent.policy import RolloutActor
 from hvd_dqn.agent.networks import build_minatar_q_network, build_mlp_q_network, build_nature_cnn_q_network
 from hvd_dqn.agent.pqn.learner import q_lambda_returns
-from hvd_dqn.agent.dqn import REPLAY_SETTINGS, TARGET_SETTINGS
+from hvd_dqn.agent.dqn.settings import DoubleQSettings, ReplaySettings
 from hvd_dqn.agent.configs import make_config, validate, with_settings
 from hvd_dqn.config import ConfigError
 from hvd_dqn.logdir import checkpoint
@@ -152,21 +153,21 @@ def test_a_rollout_checkpoints_exactly_and_refuses_another_shape(tmp_path):
 
 
 def test_every_replay_and_target_setting_is_named_in_one_line_with_pqn(tmp_path):
-    """PQN owns neither the replay memory's settings nor the target network's (their owners' registry entries
-    do): each, changed from its default, is named with the agents it belongs to."""
+    """PQN has neither the replay memory's settings nor the target network's (the settings classes of the DQN
+    family have them): each, changed from its default, is named with the agents it belongs to."""
     pqn = make_config(agent="pqn", layer_norm=True, logdir=str(tmp_path))
     validate(pqn)
     defaults = make_config()
-    assert {"replay_capacity", "batch_size", "n_step", "double_dqn", "target_update_period"} <= {
-        *REPLAY_SETTINGS, *TARGET_SETTINGS}
-    for name in {**REPLAY_SETTINGS, **TARGET_SETTINGS}:
+    names = [field.name for settings in (ReplaySettings, DoubleQSettings) for field in dataclasses.fields(settings)]
+    assert {"replay_capacity", "batch_size", "n_step", "double_dqn", "target_update_period"} <= set(names)
+    for name in names:
         default = getattr(defaults, name)
         other = (not default if isinstance(default, bool) else "updates" if name == "rank_scaling"
                  else default / 2 if isinstance(default, float) else default + 1)
         owners = "DQN, QR-DQN, IQN and C51" if name == "double_dqn" else "DQN, QR-DQN, IQN, C51 and M-DQN"
         with pytest.raises(ConfigError, match=rf"^--{name}=\S+: a setting of {owners} \(.*\); --agent=pqn "
                                               r"learns from each rollout without a replay memory or target network"):
-            validate(dataclasses.replace(pqn, **{name: other}))
+            make_config(agent="pqn", layer_norm=True, logdir=str(tmp_path), **{name: other})
     result = python_module("hvd_dqn.train", [PRESET, f"--logdir={tmp_path}", "--replay_capacity=1000"], timeout=120,
                            check=False)
     assert result.returncode == 2 and "Traceback" not in result.stderr
@@ -194,10 +195,10 @@ def test_whole_minibatches_make_n_times_fewer_updates_of_one_ranks_size():
         assert learning_rate_at(shared, ranks).decay_updates == 15616
         assert learning_rate_at(whole, ranks).decay_updates == 15616 // ranks
         assert (learning_rate_at(shared, ranks).scale, learning_rate_at(whole, ranks).scale) == (1.0, ranks)
-        assert learning_rate_at(dataclasses.replace(whole, scale_lr_by_workers=False), ranks).scale == 1.0
+        assert learning_rate_at(whole.replace(scale_lr_by_workers=False), ranks).scale == 1.0
     with pytest.raises(ConfigError, match=r"^--pqn_minibatches=whole: --num_minibatches=4 whole minibatches per "
                                           r"pass must split evenly over the 8 ranks"):
-        check_world(dataclasses.replace(whole, num_envs=8), 8)
+        check_world(whole.replace(num_envs=8), 8)
     for other, message in (({"agent": "dqn", "layer_norm": False, "learning_rate_end": None, "lr_decay_updates": 0},
                             r"^--pqn_minibatches=whole: a setting of PQN \(how its ranks share its minibatches\); "
                             r"--agent=dqn learns one Q-value per action"),

@@ -2,7 +2,6 @@
 steps too: each step's first minibatch is drawn before that step is stored. The draws happen in order from the
 sampling stream, so runs repeat; a checkpoint keeps the stream's state from before the draw under way, so a
 resumed run draws that minibatch again and goes on as the run that never stopped."""
-import dataclasses
 import threading
 
 import numpy as np
@@ -27,7 +26,7 @@ def _agent(**changes):
     from hvd_dqn.envs import probe_spec
     from hvd_dqn.run.metrics import RankMetrics
 
-    config = dataclasses.replace(make_config(), env_id="CartPole-v1", num_envs=2, batch_size=8, learning_starts=16,
+    config = make_config().replace(env_id="CartPole-v1", num_envs=2, batch_size=8, learning_starts=16,
                                  replay_capacity=1000, train_frequency=2, hidden_sizes=(16,), **changes)
     spec = probe_spec(config)
     hvd.init()
@@ -78,7 +77,7 @@ def test_each_steps_first_minibatch_is_drawn_on_the_sampler_thread_before_the_st
 def test_prioritised_replay_cannot_draw_ahead():
     with pytest.raises(ConfigError, match="--draw_ahead=on: prioritised replay draws each minibatch with the "
                                           "priorities the update before it set"):
-        validate(dataclasses.replace(make_config(), env_id="CartPole-v1", prioritized_replay=True, draw_ahead="on"),
+        validate(make_config().replace(env_id="CartPole-v1", prioritized_replay=True, draw_ahead="on"),
                  check_logdir_writable=False)
     agent, _ = _agent(prioritized_replay=True, draw_ahead="auto")
     assert not agent.draws_ahead  # and "auto" on a machine without a GPU is off

@@ -1,6 +1,5 @@
 """The memory pre-flight (hvd_dqn/run/memory_check.py): its arithmetic against memories actually built, what
 a host has available, the verdict for the ranks on a host, and the refusal and warning as a user sees them."""
-import dataclasses
 
 import numpy as np
 import pytest
@@ -186,4 +185,4 @@ def test_under_elastic_each_worker_answers_for_its_own_host(monkeypatch):
     config = make_config(elastic=True, rank_scaling="batch", replay_capacity=2_000_000)
     with pytest.raises(ConfigError, match="--replay_capacity=2000000: the replay memories need 14.2 GiB"):
         memory_check.check_memory_fits(config, ATARI, 4, 2_000_000, world)
-    memory_check.check_memory_fits(dataclasses.replace(config, replay_capacity=100_000), ATARI, 4, 100_000, world)
+    memory_check.check_memory_fits(config.replace(replay_capacity=100_000), ATARI, 4, 100_000, world)

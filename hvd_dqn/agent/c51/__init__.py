@@ -3,7 +3,6 @@ target network, with each action's return learned as a categorical distribution 
 --v_min to --v_max, by the cross-entropy against the projected distributional Bellman target. With n-step returns and
 prioritised replay it is Dopamine's Rainbow, with noisy networks, dueling and double DQN Hessel et al.'s.
 `agent.C51Agent`, `learner.CategoricalLearner`; `AGENT` is its registry entry, with its own settings."""
-from hvd_dqn.agent.dqn import REPLAY_SETTINGS, TARGET_SETTINGS
 from hvd_dqn.agent.c51.settings import C51Settings
 from hvd_dqn.agent.registry import AgentEntry
 
@@ -14,8 +13,6 @@ AGENT = AgentEntry(
             "DQN's replay memory, target network and extensions. With --n_step=3 and --prioritized_replay it is "
             "Dopamine's Rainbow; add --noisy_nets, --dueling and --double_dqn for Hessel et al.'s full Rainbow.",
     implementation="hvd_dqn.agent.c51.agent:C51Agent",
-    settings={**REPLAY_SETTINGS, **TARGET_SETTINGS,
-              "dueling": "the Q-network's heads"},
     without_them="learns a categorical distribution of the return on fixed atoms",
     settings_class=C51Settings, acts_ahead=True,
     checks="hvd_dqn.agent.c51.checks:check_settings",

@@ -4,12 +4,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from hvd_dqn.agent.dqn.settings import NoisySettings
+from hvd_dqn.agent.dqn.settings import DoubleQSettings, DuelingSettings, NoisySettings, ReplaySettings
 from hvd_dqn.settings import setting
 
 
 @dataclasses.dataclass(frozen=True)
-class C51Settings(NoisySettings):
+class C51Settings(ReplaySettings, DoubleQSettings, DuelingSettings, NoisySettings):
     num_atoms: int = setting(
         51, "C51: atoms of each action's return distribution, evenly spaced from --v_min to --v_max (Bellemare et "
             "al. 2017 and Dopamine's Atari presets: 51).", purpose="the return's categorical distribution")

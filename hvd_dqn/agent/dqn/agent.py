@@ -281,13 +281,11 @@ def make_replay_memory(config: TrainConfig, spec, num_envs: int = None, capacity
 
 def replay_memory_bytes(config: TrainConfig, spec, num_envs: int, capacity: int) -> int:
     """Bytes the replay memory of `capacity` transitions over `num_envs` envs will hold once allocated."""
-    import dataclasses
-
     from hvd_dqn.memories.sum_tree import SumTree
 
     # A small memory of the same kind gives the bytes per entry; the arrays grow linearly with the capacity.
     probe_capacity = num_envs * max(64, config.n_step + 8)
-    probe = make_replay_memory(dataclasses.replace(config, prioritized_replay=False), spec, num_envs, probe_capacity)
+    probe = make_replay_memory(config.replace(prioritized_replay=False), spec, num_envs, probe_capacity)
     segment = capacity // num_envs
     total = probe.bytes_per_transition * segment * num_envs
     if config.prioritized_replay:

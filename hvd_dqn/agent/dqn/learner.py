@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from hvd_dqn.agent.data_parallel_update import ALLREDUCE_GROUPS, DistributedUpdate, allreduce_groups
+from hvd_dqn.agent.dqn.settings import double_dqn
 from hvd_dqn.agent.noisy import is_noisy, tiled_seed
 from hvd_dqn.agent.optimizers import make_optimizer
 from hvd_dqn.memories.replay import FrameBatch
@@ -72,7 +73,7 @@ class DQNLearner(DistributedUpdate):
         """The learner a rank of a job of `world_size` ranks trains with: the config's optimizer and step size at
         that many ranks, its loss and targets, and Horovod's DistributedOptimizer around the optimizer (unless
         distributed=False: the same update without the allreduce, which the measuring commands compare with)."""
-        return cls(online, target, make_optimizer(config, world_size, distributed), config.double_dqn,
+        return cls(online, target, make_optimizer(config, world_size, distributed), double_dqn(config),
                    config.huber_delta, xla=config.xla, fp16_allreduce=config.fp16_allreduce, loss=config.loss,
                    groups=allreduce_groups(config.elastic))
 

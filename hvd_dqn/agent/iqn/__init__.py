@@ -2,7 +2,6 @@
 memory and target network, with the return's quantile function learned at sampled quantile levels tau, each embedded
 by cosines and merged into the network's features. `network.build_implicit_quantile_network`,
 `learner.ImplicitQuantileLearner`, `agent.IQNAgent`; `AGENT` is its registry entry, with its own settings."""
-from hvd_dqn.agent.dqn import REPLAY_SETTINGS, TARGET_SETTINGS
 from hvd_dqn.agent.iqn.settings import IQNSettings
 from hvd_dqn.agent.registry import AgentEntry
 
@@ -12,7 +11,6 @@ AGENT = AgentEntry(
             "learned with the quantile Huber loss (--kappa) and acted on by its mean; DQN's replay memory, target "
             "network and extensions (double, prioritised replay, n-step).",
     implementation="hvd_dqn.agent.iqn.agent:IQNAgent",
-    settings={**REPLAY_SETTINGS, **TARGET_SETTINGS},
     without_them="learns the return's quantile function at sampled levels with the quantile Huber loss (--kappa)",
     settings_class=IQNSettings, acts_ahead=True,
     checks="hvd_dqn.agent.iqn.checks:check_settings",

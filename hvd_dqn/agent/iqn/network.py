@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from hvd_dqn.agent.dqn.settings import layer_norm
 from hvd_dqn.agent.networks import Head, dense, feature_torso, hidden_layer
 
 
@@ -27,7 +28,7 @@ def build_implicit_quantile_network(config, spec, name: str, embedding_dim: int)
     embedding = tf.keras.layers.Dense(features.shape[-1], activation="relu", name="tau_embedding",
                                       kernel_initializer=head.kernel_initializer())(cosines)
     merged = tf.keras.layers.Lambda(lambda pair: pair[0][:, None, :] * pair[1], name="merge")([features, embedding])
-    hidden = hidden_layer(dense(width, "hidden", config.layer_norm, head), merged, "hidden", config.layer_norm)
+    hidden = hidden_layer(dense(width, "hidden", layer_norm(config), head), merged, "hidden", layer_norm(config))
     values = tf.keras.layers.Dense(spec.num_actions, name="quantile_values", dtype="float32",
                                    kernel_initializer=head.kernel_initializer())(hidden)
     return tf.keras.Model([observation, taus], values, name=name)

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import dataclasses
 
-from hvd_dqn.settings import AgentSettings, setting
+from hvd_dqn.agent.dqn.settings import DoubleQSettings, ReplaySettings
+from hvd_dqn.settings import setting
 
 
 @dataclasses.dataclass(frozen=True)
-class IQNSettings(AgentSettings):
+class IQNSettings(ReplaySettings, DoubleQSettings):
+    """IQN's settings: DQN's replay memory, target network and double targets; its samples of quantile levels."""
+
     num_tau_samples: int = setting(
         64, "IQN: quantile levels tau sampled per transition for the online network (N; Dabney et al. 2018 and "
             "Dopamine: 64).", purpose="IQN's quantile levels per transition")

@@ -1,7 +1,6 @@
 """Munchausen DQN (Vieillard, Pietquin and Geist 2020): DQN whose targets add the scaled log-policy of the action
 taken to the reward and bootstrap from the soft value of the target network's softmax policy. `agent.MunchausenDQNAgent`,
 `learner.MunchausenLearner`, `settings.MunchausenSettings`; `AGENT` is its registry entry."""
-from hvd_dqn.agent.dqn import NETWORK_SETTINGS, REPLAY_SETTINGS, TD_LOSS_SETTINGS
 from hvd_dqn.agent.munchausen.settings import MunchausenSettings
 from hvd_dqn.agent.registry import AgentEntry
 
@@ -12,8 +11,6 @@ AGENT = AgentEntry(
             "network's softmax policy at temperature --entropy_temperature; DQN's replay memory, target network, "
             "loss and network.",
     implementation="hvd_dqn.agent.munchausen.agent:MunchausenDQNAgent",
-    settings={**REPLAY_SETTINGS, "target_update_period": "the target network",
-              "target_update_tau": "the target network", **TD_LOSS_SETTINGS, **NETWORK_SETTINGS},
     settings_class=MunchausenSettings,
     without_them="bootstraps from the soft value of its softmax policy with the Munchausen bonus",
     acts_ahead=True, checks="hvd_dqn.agent.dqn.checks:check_settings",

@@ -6,7 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from hvd_dqn.agent.dqn.settings import DQNSettings
+from hvd_dqn.agent.dqn.settings import (DuelingSettings, LayerNormSettings, NoisySettings, ReplaySettings,
+                                       TDLossSettings)
 from hvd_dqn.settings import in_unit_interval, positive_number, setting
 
 
@@ -15,7 +16,10 @@ def negative_number(value) -> Optional[str]:
 
 
 @dataclasses.dataclass(frozen=True)
-class MunchausenSettings(DQNSettings):
+class MunchausenSettings(ReplaySettings, TDLossSettings, DuelingSettings, LayerNormSettings, NoisySettings):
+    """M-DQN's settings: DQN's but double targets (its bootstrap is the soft value of the target's policy); tau, alpha
+    and the clip."""
+
     entropy_temperature: float = setting(
         0.03, "M-DQN: tau, the temperature of the softmax policy pi = softmax(Q_target / tau) whose entropy the "
               "targets reward, in return units (Vieillard et al. 2020's Atari agent: 0.03).",

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from hvd_dqn.settings import AgentSettings, in_unit_interval, one_of, positive_int, setting
+from hvd_dqn.agent.dqn.settings import DuelingSettings, LayerNormSettings, TDLossSettings
+from hvd_dqn.settings import in_unit_interval, one_of, positive_int, setting
 
 # How N ranks share PQN's minibatches: every minibatch shared over the ranks (one rank's algorithm), or whole
 # minibatches per rank.
@@ -11,7 +12,9 @@ PQN_MINIBATCH_MODES = ("shared", "whole")
 
 
 @dataclasses.dataclass(frozen=True)
-class PQNSettings(AgentSettings):
+class PQNSettings(TDLossSettings, DuelingSettings, LayerNormSettings):
+    """PQN's settings: its rollout, minibatches, passes and Q(lambda) returns; DQN's TD loss and Q-network shape."""
+
     memory = "rollout"
 
     rollout_steps: int = setting(
@@ -33,3 +36,6 @@ class PQNSettings(AgentSettings):
     q_lambda: float = setting(
         0.65, "PQN: lambda of the Q(lambda) returns (0: bootstrap after every step; 1: only at the rollout's or the "
               "episode's end).", purpose="PQN's Q(lambda) returns", check=in_unit_interval)
+
+    def update_grows_with_ranks(self) -> bool:
+        return self.pqn_minibatches == "whole"

@@ -1,7 +1,6 @@
 """QR-DQN (Dabney et al. 2017, "Distributional Reinforcement Learning with Quantile Regression"): DQN's replay
 memory and target network, with each action's return learned as --num_quantiles quantiles under the quantile Huber
 loss. `agent.QRDQNAgent`, `learner.QuantileLearner`; `AGENT` is its registry entry, with its own settings."""
-from hvd_dqn.agent.dqn import REPLAY_SETTINGS, TARGET_SETTINGS
 from hvd_dqn.agent.qrdqn.settings import QRDQNSettings
 from hvd_dqn.agent.registry import AgentEntry
 
@@ -11,8 +10,6 @@ AGENT = AgentEntry(
             "quantile Huber loss (--kappa) and acted on by their mean; DQN's replay memory, target network and "
             "extensions (double, dueling, prioritised replay, n-step).",
     implementation="hvd_dqn.agent.qrdqn.agent:QRDQNAgent",
-    settings={**REPLAY_SETTINGS, **TARGET_SETTINGS,
-              "dueling": "the Q-network's heads"},
     without_them="learns quantiles of the return with the quantile Huber loss (--kappa)",
     settings_class=QRDQNSettings, acts_ahead=True,
     checks="hvd_dqn.agent.qrdqn.checks:check_settings",

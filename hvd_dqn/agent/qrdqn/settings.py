@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import dataclasses
 
-from hvd_dqn.agent.dqn.settings import NoisySettings
+from hvd_dqn.agent.dqn.settings import DoubleQSettings, DuelingSettings, NoisySettings, ReplaySettings
 from hvd_dqn.settings import setting
 
 
 @dataclasses.dataclass(frozen=True)
-class QRDQNSettings(NoisySettings):
+class QRDQNSettings(ReplaySettings, DoubleQSettings, DuelingSettings, NoisySettings):
+    """QR-DQN's settings: DQN's replay memory, target network, double targets, dueling heads and noisy networks;
+    its quantiles and their loss."""
+
     num_quantiles: int = setting(
         200, "QR-DQN: quantiles of the return learned per action, at the midpoints (2i + 1) / 2N of N equal parts "
              "of [0, 1] (Dabney et al. 2017; Dopamine's num_atoms: 200).", purpose="the quantiles of the return")

@@ -28,22 +28,10 @@ DRAW_AHEAD_MODES = ("auto", "on", "off")  # auto: on where the rank's update run
 
 
 @dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    """Every setting of a training run. Field names equal the flag names in `hvd_dqn.flags`."""
+class AtariProtocol:
+    """How an Atari game is played and learned from (ignored for classic control and MinAtar); see
+    hvd_dqn.envs.AtariSettings for sources. A group of TrainConfig, read as the config's own (`config.noop_max`)."""
 
-    # The agent, by its name in the registry (hvd_dqn.agent.registry): "dqn", "qrdqn", "iqn", "c51", "mdqn" (a
-    # replay memory and a target network) or "pqn" (rollouts); its settings, the replay memory's and target
-    # network's among them, are `agent_settings`. Another agent's setting, given or changed from its default, is
-    # refused.
-    agent: str = "dqn"
-
-    # Environment.
-    env_id: str = "CartPole-v1"
-    # environments of the job, split over the ranks (see counts_per_rank), stepped as one vectorised env
-    num_envs: int = 4
-    seed: int = 0  # rank r seeds its envs and RNGs with seed + r
-
-    # Atari only (ignored for classic control); see hvd_dqn.envs.AtariSettings for sources.
     repeat_action_probability: float = 0.25  # sticky actions
     full_action_space: bool = False
     noop_max: int = 30  # no-op actions at episode start, at most
@@ -53,23 +41,15 @@ class TrainConfig:
     terminal_on_life_loss: bool = False  # for learning only: a lost life has discount 0
     clip_rewards: bool = False  # learn from sign(reward); reported returns stay raw
 
-    # Run length, in env steps summed over ranks.
-    total_env_steps: int = 100_000
 
-    # Exploration (epsilon-greedy), linear from start to end over decay steps (env steps summed over ranks).
-    epsilon_start: float = 1.0
-    epsilon_end: float = 0.05
-    epsilon_decay_env_steps: int = 50_000
-    epsilon_decay_start_env_steps: int = 0  # epsilon stays at start until here (Dopamine: min_replay_history)
+@dataclasses.dataclass(frozen=True)
+class Optimization:
+    """The optimizer and its step size at any number of ranks (hvd_dqn.agent.optimizers, hvd_dqn.rank_split). A
+    group of TrainConfig, read as the config's own (`config.learning_rate`)."""
 
-    # Learning.
-    gamma: float = 0.99
     learning_rate: float = 1e-3
     adam_epsilon: float = 1e-7
     max_grad_norm: float = 10.0  # 0 disables clipping; the global norm of the allreduced gradient
-    hidden_sizes: Tuple[int, ...] = (256, 256)
-    network: str = "auto"  # auto: Nature CNN for stacked Atari frames, MinAtar's CNN for its grids, else MLP
-    conv_padding: str = "valid"  # Nature CNN: "valid" (Mnih et al. 2015) or "same" (Dopamine's JAX/Flax default)
     optimizer: str = "adam"
     rmsprop_rho: float = 0.95  # RMSprop: decay of the squared-gradient average (PyTorch's alpha)
     rmsprop_epsilon: float = 0.01  # RMSprop: added to the root of the second moment, as PyTorch does
@@ -88,6 +68,72 @@ class TrainConfig:
     # ... and with N such ranks, divide the schedules counted in updates (target_update_period, lr_warmup_updates,
     # lr_decay_updates) by N, so each spans the env steps it spans at one rank.
     scale_schedules_by_workers: bool = True
+
+
+@dataclasses.dataclass(frozen=True)
+class Performance:
+    """How fast a rank runs; what it learns is the same (but for the rounding of mixed precision and XLA). A group
+    of TrainConfig, read as the config's own (`config.pipeline`)."""
+
+    # Acting runs ahead of learning on a thread of its own (hvd_dqn.run.pipeline), by at most pipeline_lead_env_steps
+    # (the job's env steps; -1: enough to act on through two updates), with the learner's weights copied to it
+    # after every pipeline_sync_updates updates. Same replay ratio and memory as in order; reproducible.
+    # "auto": on for emulators that step outside Python's interpreter lock (Atari); Python envs step in order.
+    pipeline: str = "auto"
+    pipeline_lead_env_steps: int = -1
+    pipeline_sync_updates: int = 4
+    # The next minibatch drawn from replay on a thread of its own while the current update and its allreduce run,
+    # across env steps too (hvd_dqn.agent.dqn.agent); "auto": on where the rank's update runs on a GPU.
+    draw_ahead: str = "auto"
+    fp16_allreduce: bool = False  # gradients allreduced as float16 (hvd.Compression.fp16)
+    xla: bool = False  # the networks' passes compiled by XLA (jit_compile)
+    mixed_precision: bool = False  # Keras mixed_float16 with dynamic loss scaling
+    intra_op_threads: int = 0  # 0: the CPUs this process may use divided by its host's ranks (or --cores_per_rank)
+    cores_per_rank: int = 0  # each rank bound to its own block of this many cores; 0: no binding
+    inter_op_threads: int = 1
+    deterministic_ops: bool = False  # tf.config.experimental.enable_op_determinism: slower, repeatable
+
+
+# TrainConfig's groups of settings, by field name: each group's settings read, change and flag as the config's own.
+GROUPS = {"atari": AtariProtocol, "optimization": Optimization, "performance": Performance}
+_GROUP_OF = {field.name: group for group, kind in GROUPS.items() for field in dataclasses.fields(kind)}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """Every setting of a training run: what every agent reads, in fields and three groups of fields (`GROUPS`:
+    the Atari protocol, the optimizer, performance), and the agent's own settings (`agent_settings`). Every setting
+    reads as the config's own (`config.noop_max`, `config.batch_size`), is changed by `replace` and is a flag of
+    `hvd_dqn.flags` of its name."""
+
+    # The agent, by its name in the registry (hvd_dqn.agent.registry): "dqn", "qrdqn", "iqn", "c51", "mdqn" (a
+    # replay memory and a target network) or "pqn" (rollouts); its settings, the replay memory's and target
+    # network's among them, are `agent_settings`. Another agent's setting, given or changed from its default, is
+    # refused.
+    agent: str = "dqn"
+
+    # Environment.
+    env_id: str = "CartPole-v1"
+    # environments of the job, split over the ranks (see counts_per_rank), stepped as one vectorised env
+    num_envs: int = 4
+    seed: int = 0  # rank r seeds its envs and RNGs with seed + r
+    atari: AtariProtocol = dataclasses.field(default_factory=AtariProtocol)
+
+    # Run length, in env steps summed over ranks.
+    total_env_steps: int = 100_000
+
+    # Exploration (epsilon-greedy), linear from start to end over decay steps (env steps summed over ranks).
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.05
+    epsilon_decay_env_steps: int = 50_000
+    epsilon_decay_start_env_steps: int = 0  # epsilon stays at start until here (Dopamine: min_replay_history)
+
+    # Learning.
+    gamma: float = 0.99
+    optimization: Optimization = dataclasses.field(default_factory=Optimization)
+    hidden_sizes: Tuple[int, ...] = (256, 256)
+    network: str = "auto"  # auto: Nature CNN for stacked Atari frames, MinAtar's CNN for its grids, else MLP
+    conv_padding: str = "valid"  # Nature CNN: "valid" (Mnih et al. 2015) or "same" (Dopamine's JAX/Flax default)
     # num_envs and the replay memory's replay_capacity and learning_starts count over the job and are split over
     # the ranks (so a preset means the same run at any N), unless this is set (or --elastic, whose world changes
     # size): then each rank has its own. Configs written before this field existed meant "per rank" under batch.
@@ -115,24 +161,8 @@ class TrainConfig:
     elastic: bool = False  # run the loop under hvd.elastic.run: survive lost workers, take in new ones
     elastic_commit_env_steps: int = 5_000  # env steps (summed over ranks) between two elastic commits
 
-    # Performance.
-    # Acting runs ahead of learning on a thread of its own (hvd_dqn.run.pipeline), by at most pipeline_lead_env_steps
-    # (the job's env steps; -1: enough to act on through two updates), with the learner's weights copied to it
-    # after every pipeline_sync_updates updates. Same replay ratio and memory as in order; reproducible.
-    # "auto": on for emulators that step outside Python's interpreter lock (Atari); Python envs step in order.
-    pipeline: str = "auto"
-    pipeline_lead_env_steps: int = -1
-    pipeline_sync_updates: int = 4
-    # The next minibatch drawn from replay on a thread of its own while the current update and its allreduce run,
-    # across env steps too (hvd_dqn.agent.dqn.agent); "auto": on where the rank's update runs on a GPU.
-    draw_ahead: str = "auto"
-    fp16_allreduce: bool = False  # gradients allreduced as float16 (hvd.Compression.fp16)
-    xla: bool = False  # the networks' passes compiled by XLA (jit_compile)
-    mixed_precision: bool = False  # Keras mixed_float16 with dynamic loss scaling
-    intra_op_threads: int = 0  # 0: the CPUs this process may use divided by its host's ranks (or --cores_per_rank)
-    cores_per_rank: int = 0  # each rank bound to its own block of this many cores; 0: no binding
-    inter_op_threads: int = 1
-    deterministic_ops: bool = False  # tf.config.experimental.enable_op_determinism: slower, repeatable
+    performance: Performance = dataclasses.field(default_factory=Performance)
+
 
     # The settings of the agent's own (hvd_dqn.settings.AgentSettings, of the class its registry entry names: the
     # DQN family's replay memory and target network, QR-DQN's quantiles, PQN's rollout), read as the config's own:
@@ -141,28 +171,51 @@ class TrainConfig:
     agent_settings: Optional[AgentSettings] = None
 
     def __getattr__(self, name: str):
-        # Called only for a name that is not a field of the config: one of its agent's own settings.
+        # Called only for a name that is not a field of the config: a setting of one of its groups or of its agent.
+        if name.startswith("__"):
+            raise AttributeError(name)
+        group = _GROUP_OF.get(name)
+        if group is not None:
+            return getattr(self.__dict__[group], name)
         settings = self.__dict__.get("agent_settings")
-        if settings is not None and not name.startswith("__") and hasattr(settings, name):
+        if settings is not None and hasattr(settings, name):
             return getattr(settings, name)
         raise AttributeError(f"{name!r}: not a setting of --agent={self.__dict__.get('agent')} (TrainConfig)")
 
+    @classmethod
+    def setting_fields(cls) -> Tuple[dataclasses.Field, ...]:
+        """The fields of every setting every agent's config has, its groups' among them, as flags name them."""
+        fields = []
+        for field in dataclasses.fields(cls):
+            if field.name in GROUPS:
+                fields += dataclasses.fields(GROUPS[field.name])
+            elif field.name != "agent_settings":
+                fields.append(field)
+        return tuple(fields)
+
     def setting_values(self) -> Dict[str, Any]:
         """name -> value of every setting, the agent's own with the config's, as flags and config.json name them."""
-        values = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)
-                  if field.name != "agent_settings"}
+        values = {field.name: getattr(self, field.name) for field in self.setting_fields()}
         if self.agent_settings is not None:
             values.update(self.agent_settings.values())
         return values
 
     def replace(self, **changes) -> "TrainConfig":
-        """The config with `changes` (flag names: the config's own settings or its agent's; the agent stays: to
-        change it, hvd_dqn.agent.configs.with_settings). A name that is neither is a TypeError, as for
-        dataclasses.replace."""
-        own = {field.name for field in dataclasses.fields(self)}
-        agents = {name: changes.pop(name) for name in list(changes) if name not in own}
+        """The config with `changes` (flag names: the config's own settings, its groups' or its agent's; the agent
+        stays: to change it, hvd_dqn.agent.configs.with_settings). A name that is none of these is a TypeError, as
+        for dataclasses.replace."""
         if "agent" in changes and changes["agent"] != self.agent:
             raise TypeError("TrainConfig.replace keeps the agent; use hvd_dqn.agent.configs.with_settings")
+        own = {field.name for field in dataclasses.fields(self)}
+        by_group: Dict[str, Dict[str, Any]] = {}
+        agents = {}
+        for name in [name for name in changes if name not in own]:
+            if name in _GROUP_OF:
+                by_group.setdefault(_GROUP_OF[name], {})[name] = changes.pop(name)
+            else:
+                agents[name] = changes.pop(name)
+        for group, values in by_group.items():
+            changes[group] = dataclasses.replace(getattr(self, group), **values)
         if agents:
             if self.agent_settings is None:
                 raise TypeError(f"{sorted(agents)[0]!r}: not a setting of a config without its agent's settings")
@@ -179,11 +232,11 @@ class TrainConfig:
         settings of their own held), those missing take their defaults."""
         own = {field.name for field in dataclasses.fields(settings_class)}
         settings = settings_class(**{key: value for key, value in raw.items() if key in own})
-        known = {field.name for field in dataclasses.fields(cls)} - {"agent_settings"}
+        known = {field.name for field in cls.setting_fields()}
         values = {key: value for key, value in raw.items() if key in known}
         if "hidden_sizes" in values:
             values["hidden_sizes"] = tuple(values["hidden_sizes"])
-        return cls(**values, agent_settings=settings)
+        return cls(agent=values.pop("agent", cls.agent), agent_settings=settings).replace(**values)
 
     @staticmethod
     def json_values(text: str) -> Dict[str, Any]:

@@ -251,7 +251,7 @@ def atari_settings(config, threads: int) -> AtariSettings:
 def probe_spec(config) -> EnvSpec:
     """The spec of the env a TrainConfig describes, read from one env on one emulator thread that is closed
     again: what the measurements need to build the preset's networks and replay without running the env."""
-    env = make_env_for(dataclasses.replace(config, env_threads=1), 1)
+    env = make_env_for(config.replace(env_threads=1), 1)
     try:
         return spec_of(env)
     finally:

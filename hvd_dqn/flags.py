@@ -6,14 +6,10 @@ validated config the rest of the package receives.
 """
 from __future__ import annotations
 
-import dataclasses
-
 from absl import flags
 
 from hvd_dqn.cli import flag_error_text
 from hvd_dqn.config import ConfigError, TrainConfig
-
-_DEFAULTS = TrainConfig()
 
 # name -> help text (with units) of every setting of TrainConfig; an agent's own settings have theirs beside them
 # (hvd_dqn.settings.setting). The flag's type follows the default's type.
@@ -206,16 +202,15 @@ def setting_names():
 
 
 def define_flags(flag_values: flags.FlagValues = flags.FLAGS) -> None:
-    """Defines one absl flag per setting in `flag_values`: every TrainConfig field, then every setting of every
-    registered agent's settings class (hvd_dqn.settings), with its help text and the agents that read it. Safe to
-    call more than once."""
+    """Defines one absl flag per setting in `flag_values`: every setting of TrainConfig and its groups, then every
+    setting of every registered agent's settings class (hvd_dqn.settings), with its help text and the agents that
+    read it. Safe to call more than once."""
     from hvd_dqn.agent import registry
-    from hvd_dqn.agent.configs import shared_setting_names
     from hvd_dqn.settings import flag_type, help_text
     from hvd_dqn.text import listed
 
-    for field in dataclasses.fields(TrainConfig):
-        if field.name in shared_setting_names() and field.name not in flag_values:
+    for field in TrainConfig.setting_fields():
+        if field.name not in flag_values:
             # an optional number (Optional[float]) whose default None is unset
             kind = float if field.default is None and "float" in str(field.type) else type(field.default)
             _define(flag_values, field.name, field.default, kind, flag_help(field.name))

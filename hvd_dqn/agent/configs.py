@@ -65,8 +65,8 @@ def config_from_json(text: str) -> TrainConfig:
 
 
 def shared_setting_names():
-    """The settings every agent's config has (TrainConfig's fields but its agent's settings)."""
-    return tuple(field.name for field in dataclasses.fields(TrainConfig) if field.name != "agent_settings")
+    """The settings every agent's config has (TrainConfig's and its groups', not its agent's)."""
+    return tuple(field.name for field in TrainConfig.setting_fields())
 
 
 def check_agent(config: TrainConfig, given: Iterable[str] = ()) -> None:

@@ -3,7 +3,6 @@ replay memory's sampling against a bare gather, the update against plain Keras, 
 trainer's full iteration (hvd_dqn.measure.training_modes) at the preset's replay ratio and the balanced one."""
 from __future__ import annotations
 
-import dataclasses
 import os
 
 import numpy as np
@@ -30,7 +29,7 @@ def stage_rates(config, seconds: float, rounds: int, argv, full_training: bool =
                "cores": os.cpu_count(), "round_seconds": seconds, "rounds": rounds}
 
     # --- acting: the raw emulators, then the project's acting path over the same envs --------------------
-    single_thread = dataclasses.replace(config, env_threads=1)
+    single_thread = config.replace(env_threads=1)
     raw_env, acting_env = make_env_for(single_thread, config.num_envs), make_env_for(single_thread, config.num_envs)
     spec = spec_of(raw_env)
     online = online_network(config, spec)
@@ -82,8 +81,8 @@ def stage_rates(config, seconds: float, rounds: int, argv, full_training: bool =
     # --- the learner: the project's update against the same update on Keras' own optimizer --------------------
     # The agent's update with Adam at a constant step size, through Horovod's DistributedOptimizer (at one rank),
     # and the same loss and networks stepped by Keras' own Adam: what the distributed wrapper costs on one rank.
-    adam = dataclasses.replace(config, optimizer="adam", layer_adaptation=False, learning_rate_end=None,
-                               lr_decay_updates=0, mixed_precision=False, fp16_allreduce=False, xla=False)
+    adam = config.replace(optimizer="adam", layer_adaptation=False, learning_rate_end=None,
+                          lr_decay_updates=0, mixed_precision=False, fp16_allreduce=False, xla=False)
     learner = replay_learner(adam, spec, online=online)
     plain = replay_learner(adam, spec, distributed=False)
     batch = replay.sample(config.batch_size, rng)
@@ -178,7 +177,7 @@ def cost_model_costs(config, env_counts, batch_sizes, seconds: float, rounds: in
 
     tf.keras.utils.set_random_seed(config.seed)
     rng = np.random.default_rng(config.seed)
-    single_thread = dataclasses.replace(config, env_threads=1)
+    single_thread = config.replace(env_threads=1)
     spec = probe_spec(config)
     online = online_network(config, spec)
     actor = EpsilonGreedyActor(greedy_network(config, online), spec.num_actions, rng)

@@ -18,7 +18,6 @@ Flags after "--" go to every preset (e.g. `-- --batch_size=64`). PQN learns from
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
@@ -66,7 +65,7 @@ def update_step(config, rng):
     from hvd_dqn.envs import make_env_for, spec_of
     from hvd_dqn.measure.training_modes import fill_replay
 
-    env = make_env_for(dataclasses.replace(config, env_threads=1), 1)
+    env = make_env_for(config.replace(env_threads=1), 1)
     spec = spec_of(env)
     env.close()
     memory = make_replay_memory(config, spec, num_envs=1, capacity=MEMORY_CAPACITY)

@@ -34,7 +34,7 @@ def measure_parts(config, env_counts, batch_sizes, seconds: float, rounds: int, 
         return rng.integers(0, 256, size=(count, *spec.observation_shape)).astype(spec.observation_dtype)
 
     for num_envs in env_counts:
-        threaded = dataclasses.replace(config, env_threads=min(num_envs, cores))
+        threaded = config.replace(env_threads=min(num_envs, cores))
         raw_env, acting_env = make_env_for(threaded, num_envs), make_env_for(threaded, num_envs)
         closers += [raw_env.close, acting_env.close]
         raw_env.reset(seed=env_seeds(config.seed, num_envs))

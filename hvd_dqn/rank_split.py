@@ -171,7 +171,7 @@ def rank_share(config: TrainConfig, world_size: int):
     memory at any N: N times as many envs would change the algorithm (each env's episodes would span N times
     as many updates; docs/scaling.md). With --counts_per_rank (or --elastic) each rank has its own."""
     if not learns_from_replay(config):
-        return pqn_rank_envs(config, world_size), 0
+        return _settings(config).rank_envs(config, world_size), 0
     envs = rank_envs(config, world_size)
     if counts_are_per_rank(config):
         return envs, config.replay_capacity
@@ -196,40 +196,6 @@ def rank_envs(config: TrainConfig, world_size: int) -> int:
     return config.num_envs // world_size
 
 
-def pqn_rank_envs(config: TrainConfig, world_size: int) -> int:
-    """--agent=pqn: one rank's envs. Each minibatch is a --num_minibatches-th of the job's rollout
-    (--rollout_steps x the job's envs), drawn in equal shares from the ranks' rollouts, so N ranks run one
-    rank's algorithm: the envs and each minibatch must split evenly over them."""
-    envs = rank_envs(config, world_size)
-    rollout = config.rollout_steps * envs
-    if rollout % config.num_minibatches:
-        raise ConfigError(f"--num_minibatches={config.num_minibatches}: each rank's rollout of {rollout:,} transitions "
-                          f"(--rollout_steps={config.rollout_steps} x {envs} envs) must split into that many equal "
-                          "minibatches")
-    return envs
-
-
-def pqn_minibatch_size(config: TrainConfig, world_size: int) -> int:
-    """--agent=pqn: the transitions of a rank's part of each update: its share of every minibatch (shared), or
-    one rank's whole minibatch, a --num_minibatches-th of the job's rollout (whole: --num_minibatches / N of
-    them per pass from each rank's rollout, which must split so)."""
-    envs = pqn_rank_envs(config, world_size)
-    if config.pqn_minibatches == "shared":
-        return config.rollout_steps * envs // config.num_minibatches
-    if config.num_minibatches % world_size:
-        raise ConfigError(f"--pqn_minibatches=whole: --num_minibatches={config.num_minibatches} whole minibatches "
-                          f"per pass must split evenly over the {world_size} ranks (or leave --pqn_minibatches at "
-                          "shared)")
-    return config.rollout_steps * envs * world_size // config.num_minibatches
-
-
-def pqn_updates_per_rollout(config: TrainConfig, world_size: int) -> int:
-    """--agent=pqn: the updates each rollout makes, --update_epochs passes over a rank's rollout in parts of
-    `pqn_minibatch_size`: --num_minibatches per pass (shared) or --num_minibatches / N (whole)."""
-    rank_rollout = config.rollout_steps * pqn_rank_envs(config, world_size)
-    return config.update_epochs * (rank_rollout // pqn_minibatch_size(config, world_size))
-
-
 def rank_learning_starts(config: TrainConfig, world_size: int) -> int:
     """Transitions each rank's memory holds before it updates. --learning_starts counts over the job (the ranks
     fill alike), so each rank waits for its share, rounded up; under --rank_scaling=batch a rank draws whole
@@ -245,7 +211,7 @@ def env_steps_before_first_update(config: TrainConfig, world_size: int) -> int:
     """The job's env steps before its first update at `world_size` ranks: every rank holds its --learning_starts
     transitions (all ranks filling alike), or with --agent=pqn every rank's first rollout is full."""
     if not learns_from_replay(config):
-        return config.rollout_steps * pqn_rank_envs(config, world_size) * world_size
+        return _settings(config).env_steps_before_first_update(config, world_size)
     return rank_learning_starts(config, world_size) * world_size
 
 
@@ -254,7 +220,7 @@ def check_world(config: TrainConfig, world_size: int) -> None:
     over `world_size` ranks; for the trainer and for the commands that start runs at several sizes."""
     rank_share(config, world_size)
     if not learns_from_replay(config):
-        pqn_minibatch_size(config, world_size)
+        _settings(config).check_world(config, world_size)
     elif config.rank_scaling == "updates" and config.batch_size % world_size:
         raise ConfigError(f"--rank_scaling=updates: --batch_size={config.batch_size} (the global batch) must "
                           f"split evenly over the {world_size} ranks")

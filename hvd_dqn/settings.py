@@ -99,6 +99,25 @@ class AgentSettings:
         return {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
 
 
+@dataclasses.dataclass(frozen=True)
+class RolloutSettings(AgentSettings):
+    """The settings of an agent that learns from each rank's rollout, whole (PQN's): they answer how a job's rollout
+    divides over N ranks, which hvd_dqn.rank_split asks of them."""
+
+    memory = "rollout"
+
+    def rank_envs(self, config, world_size: int) -> int:
+        """One rank's envs (ConfigError where the job's do not split so)."""
+        raise NotImplementedError
+
+    def env_steps_before_first_update(self, config, world_size: int) -> int:
+        """The job's env steps before its first update: every rank's first rollout full."""
+        raise NotImplementedError
+
+    def check_world(self, config, world_size: int) -> None:
+        """Raises ConfigError if the rollout's updates do not split over `world_size` ranks."""
+
+
 def help_text(field: dataclasses.Field) -> str:
     return field.metadata.get("help", "")
 

@@ -20,7 +20,7 @@ import dataclasses
 import importlib
 from typing import Callable, Dict, List, Mapping, Optional, Tuple
 
-from hvd_dqn.settings import AgentSettings, purpose
+from hvd_dqn.settings import AgentSettings, RolloutSettings, purpose
 from hvd_dqn.text import listed
 
 # The packages whose `AGENT` is a built-in entry, in the order texts list them.
@@ -73,6 +73,9 @@ class AgentEntry:
         if self.settings_class.memory not in MEMORIES:
             raise ValueError(f"agent {self.name!r}: its settings' memory must be one of {', '.join(MEMORIES)}, not "
                              f"{self.settings_class.memory!r}")
+        if self.settings_class.memory == "rollout" and not issubclass(self.settings_class, RolloutSettings):
+            raise ValueError(f"agent {self.name!r}: an agent that learns from a rollout has settings subclassing "
+                             "hvd_dqn.settings.RolloutSettings, which say how its rollout divides over the ranks")
         if ":" not in self.implementation:
             raise ValueError(f"agent {self.name!r}: implementation must read 'module:Class', not "
                              f"{self.implementation!r}")

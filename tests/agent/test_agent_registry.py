@@ -88,6 +88,10 @@ def test_an_entry_names_its_class_and_memory_properly_and_a_name_is_registered_o
                                       namespace={"memory": "tape"})
     with pytest.raises(ValueError, match="its settings' memory must be one of replay, rollout, not 'tape'"):
         registry.AgentEntry(implementation="m:C", settings_class=tape, **fields)
+    rollout = dataclasses.make_dataclass("RollSettings", [], bases=(AgentSettings,), frozen=True,
+                                         namespace={"memory": "rollout"})
+    with pytest.raises(ValueError, match="learns from a rollout has settings subclassing hvd_dqn.settings.RolloutSettings"):
+        registry.AgentEntry(implementation="m:C", settings_class=rollout, **fields)
     with pytest.raises(ValueError, match="settings_class must be a dataclass subclassing hvd_dqn.settings.AgentSettings"):
         registry.AgentEntry(implementation="m:C", settings_class=dict, **fields)
     with pytest.raises(ValueError, match="implementation must read 'module:Class'"):

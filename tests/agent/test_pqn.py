@@ -17,7 +17,8 @@ from hvd_dqn.agent.dqn.settings import DoubleQSettings, ReplaySettings
 from hvd_dqn.agent.configs import make_config, validate, with_settings
 from hvd_dqn.config import ConfigError
 from hvd_dqn.logdir import checkpoint
-from hvd_dqn.rank_split import check_world, learning_rate_at, pqn_minibatch_size, pqn_updates_per_rollout
+from hvd_dqn.agent.pqn.rank_share import minibatch_size, updates_per_rollout
+from hvd_dqn.rank_split import check_world, learning_rate_at
 from hvd_dqn.memories.rollout import Rollout
 
 from conftest import PYTHON, REPO, episodes_without_wall_time, horovodrun, python_module
@@ -190,8 +191,8 @@ def test_whole_minibatches_make_n_times_fewer_updates_of_one_ranks_size():
                          learning_rate_end=1e-9, lr_decay_updates=15616)
     whole = with_settings(shared, pqn_minibatches="whole")
     for ranks in (1, 2, 4):
-        assert (pqn_minibatch_size(shared, ranks), pqn_updates_per_rollout(shared, ranks)) == (128 // ranks, 16)
-        assert (pqn_minibatch_size(whole, ranks), pqn_updates_per_rollout(whole, ranks)) == (128, 16 // ranks)
+        assert (minibatch_size(shared, ranks), updates_per_rollout(shared, ranks)) == (128 // ranks, 16)
+        assert (minibatch_size(whole, ranks), updates_per_rollout(whole, ranks)) == (128, 16 // ranks)
         assert learning_rate_at(shared, ranks).decay_updates == 15616
         assert learning_rate_at(whole, ranks).decay_updates == 15616 // ranks
         assert (learning_rate_at(shared, ranks).scale, learning_rate_at(whole, ranks).scale) == (1.0, ranks)

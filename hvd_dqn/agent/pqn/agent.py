@@ -20,7 +20,7 @@ from hvd_dqn.agent.networks import q_network_for
 from hvd_dqn.agent.policy import RolloutActor
 from hvd_dqn.agent.pqn.learner import PQNLearner, q_lambda_returns
 from hvd_dqn.config import TrainConfig
-from hvd_dqn.rank_split import pqn_minibatch_size, pqn_updates_per_rollout
+from hvd_dqn.agent.pqn.rank_share import minibatch_size, updates_per_rollout
 from hvd_dqn.memories.rollout import Rollout
 
 
@@ -35,8 +35,8 @@ class PQNAgent(AgentBase):
     def __init__(self, config: TrainConfig, learner: PQNLearner, rollout: Rollout, spec, world_size: int,
                  sample_rng: np.random.Generator, rank_metrics):
         super().__init__(config, learner, rollout, spec, sample_rng, rank_metrics)
-        self.minibatch_size = pqn_minibatch_size(config, world_size)  # this rank's part of every update
-        self.updates_per_rollout = pqn_updates_per_rollout(config, world_size)
+        self.minibatch_size = minibatch_size(config, world_size)  # this rank's part of every update
+        self.updates_per_rollout = updates_per_rollout(config, world_size)
         self.iterations_per_cycle = config.rollout_steps  # it learns once a rollout
         self.actor: Optional[RolloutActor] = None  # `make_actor`'s
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 from hvd_dqn.agent.dqn.settings import DuelingSettings, LayerNormSettings, TDLossSettings
-from hvd_dqn.settings import in_unit_interval, one_of, positive_int, setting
+from hvd_dqn.settings import RolloutSettings, in_unit_interval, one_of, positive_int, setting
 
 # How N ranks share PQN's minibatches: every minibatch shared over the ranks (one rank's algorithm), or whole
 # minibatches per rank.
@@ -12,10 +12,8 @@ PQN_MINIBATCH_MODES = ("shared", "whole")
 
 
 @dataclasses.dataclass(frozen=True)
-class PQNSettings(TDLossSettings, DuelingSettings, LayerNormSettings):
+class PQNSettings(RolloutSettings, TDLossSettings, DuelingSettings, LayerNormSettings):
     """PQN's settings: its rollout, minibatches, passes and Q(lambda) returns; DQN's TD loss and Q-network shape."""
-
-    memory = "rollout"
 
     rollout_steps: int = setting(
         128, "PQN: steps of every env in each rollout; the job's rollout is this times --num_envs (CleanRL pqn.py's "
@@ -39,3 +37,17 @@ class PQNSettings(TDLossSettings, DuelingSettings, LayerNormSettings):
 
     def update_grows_with_ranks(self) -> bool:
         return self.pqn_minibatches == "whole"
+
+    # How the job's rollout divides over the ranks: hvd_dqn.agent.pqn.rank_share.
+    def rank_envs(self, config, world_size: int) -> int:
+        from hvd_dqn.agent.pqn import rank_share
+
+        return rank_share.rank_envs(config, world_size)
+
+    def env_steps_before_first_update(self, config, world_size: int) -> int:
+        return self.rollout_steps * self.rank_envs(config, world_size) * world_size
+
+    def check_world(self, config, world_size: int) -> None:
+        from hvd_dqn.agent.pqn import rank_share
+
+        rank_share.minibatch_size(config, world_size)

@@ -67,6 +67,28 @@ def online_network(config: TrainConfig, spec, name: str = "online"):
     return agent_class(config).network(config, spec, name)
 
 
+def replay_memory(config: TrainConfig, spec, num_envs: int, capacity: int):
+    """A replay memory of `capacity` transitions over `num_envs` envs as the agent's rank keeps it (the DQN family's
+    class's `replay_memory`), for the measuring commands; ValueError for an agent that keeps none."""
+    cls = agent_class(config)
+    if not hasattr(cls, "replay_memory"):
+        raise ValueError(f"--agent={config.agent} keeps no replay memory")
+    return cls.replay_memory(config, spec, num_envs, capacity)
+
+
+def draws_ahead(config: TrainConfig, update_on_gpu: bool) -> bool:
+    """Whether the agent draws each next minibatch while the update before it runs (--draw_ahead): its class's
+    answer; never for an agent that draws no minibatches from a memory (PQN)."""
+    answer = getattr(agent_class(config), "draws_ahead", None)
+    return bool(answer(config, update_on_gpu)) if answer is not None else False
+
+
+def rollout_learner(config: TrainConfig, online, world_size: int = 1, distributed: bool = True):
+    """The learner of an agent that learns from rollouts (PQN's `learner_class`) on `online`, as the measuring
+    commands build it; distributed=False: the same update on Keras' own optimizer."""
+    return agent_class(config).learner_class.from_config(config, online, world_size, distributed=distributed)
+
+
 def replay_learner(config: TrainConfig, spec, world_size: int = 1, distributed: bool = True, online=None):
     """The learner of an agent that learns from a replay memory (the DQN family's `learner_class`) on new online
     (or `online`) and target networks of the agent's kind, as the measuring commands build it; distributed=False:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Tuple, Union
 
 from hvd_dqn.settings import AgentSettings, RolloutSettings, purpose
 from hvd_dqn.text import listed
@@ -61,6 +61,10 @@ class AgentEntry:
     # Its settings that decide the shapes of what its checkpoint holds: a resumed run must agree on them.
     shapes_checkpoint: Tuple[str, ...] = ()
     update_metrics: Tuple[str, ...] = ()
+    # The agent of Dopamine's published baselines (hvd_dqn.baselines) with the same algorithm ("DQN", "QR-DQN"), or a
+    # function of a run's settings (name -> value, as config.json holds them) returning (how texts name the run's
+    # agent, Dopamine's agent or None) where the settings decide it; None: Dopamine publishes none.
+    dopamine: Union[None, str, Callable[[Mapping[str, object]], Tuple[str, Optional[str]]]] = None
     # Names users know it by that are not --agent names (e.g. "rainbow" for C51 with Dopamine's Rainbow preset),
     # each with the line an unknown --agent of that name answers with.
     known_as: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -154,6 +158,19 @@ def settings_problem(name: str, changed: Mapping[str, object]) -> Optional[str]:
         return (f"--{setting}={_flag_text(value)}: a setting of {titles} ({what}); --agent={name} "
                 f"{chosen.without_them}. Leave it out, or use --agent={owners[0].name}")
     return None
+
+
+def dopamine_counterpart(settings: Mapping[str, object]) -> Tuple[str, Optional[str]]:
+    """(how texts name a run's agent, the Dopamine agent with the same algorithm or None) for a run's settings
+    (its config.json), as its entry's `dopamine` says; an agent not registered here is named by its --agent name."""
+    name = str(settings.get("agent", "dqn"))
+    try:
+        known = entry(name)
+    except UnknownAgent:
+        return name.upper(), None
+    if callable(known.dopamine):
+        return known.dopamine(settings)
+    return known.title, known.dopamine
 
 
 def agent_setting_fields() -> Dict[str, Tuple[dataclasses.Field, List[AgentEntry]]]:

@@ -48,19 +48,3 @@ def dopamine_curve(game: str, agent: str = "DQN") -> PublishedCurve:
     return PublishedCurve(source=data["source"], game=game, agent=agent,
                           window_env_steps=int(data["agent_steps_per_iteration"]),
                           seeds_by_window=games[game][agent])
-
-
-def dopamine_counterpart(config: dict):
-    """(how texts name a run's agent, the Dopamine agent with the same algorithm, or None) for a run's config.json.
-
-    Dopamine publishes DQN, C51, Rainbow (C51 with n-step returns and prioritised replay, its rainbow.gin), QR-DQN
-    and IQN. C51 with noisy networks (full Rainbow) and PQN have no published Dopamine curve here."""
-    agent = config.get("agent", "dqn")
-    if agent == "c51":
-        if config.get("noisy_nets"):
-            return "full Rainbow", None
-        if config.get("n_step", 1) > 1 and config.get("prioritized_replay"):
-            return "Rainbow", "Rainbow"
-        return "C51", "C51"
-    return {"dqn": ("DQN", "DQN"), "qrdqn": ("QR-DQN", "QR-DQN"), "iqn": ("IQN", "IQN")}.get(
-        agent, (agent.upper(), None))

@@ -75,8 +75,7 @@ def exchange_in_update(config, batch_size: int, seconds: float, rounds: int, act
     import horovod.tensorflow as hvd
     import tensorflow as tf
 
-    from hvd_dqn.agent.dqn.agent import make_replay_memory
-    from hvd_dqn.agent.factory import replay_learner
+    from hvd_dqn.agent.factory import replay_learner, replay_memory
     from hvd_dqn.envs import probe_spec
     from hvd_dqn.measure.training_modes import fill_replay
 
@@ -85,7 +84,7 @@ def exchange_in_update(config, batch_size: int, seconds: float, rounds: int, act
     tf.keras.utils.set_random_seed(config.seed + hvd.rank())
     rng = np.random.default_rng(config.seed + hvd.rank())
     spec = probe_spec(config)
-    replay = make_replay_memory(config, spec, num_envs=1, capacity=min(config.replay_capacity, 20_000))
+    replay = replay_memory(config, spec, 1, min(config.replay_capacity, 20_000))
     fill_replay(replay, spec, 1, rng)
     size = hvd.size()
     learners = {"exchanged": replay_learner(config, spec, size),

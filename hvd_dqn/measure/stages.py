@@ -17,8 +17,7 @@ def stage_rates(config, seconds: float, rounds: int, argv, full_training: bool =
     full_training=False: the stages alone, without the trainers' figures."""
     import tensorflow as tf
 
-    from hvd_dqn.agent.dqn.agent import make_replay_memory
-    from hvd_dqn.agent.factory import greedy_network, online_network, replay_learner
+    from hvd_dqn.agent.factory import greedy_network, online_network, replay_learner, replay_memory
     from hvd_dqn.agent.base import act_and_store
     from hvd_dqn.agent.policy import EpsilonGreedyActor
     from hvd_dqn.envs import env_seeds, make_env_for, spec_of
@@ -34,7 +33,7 @@ def stage_rates(config, seconds: float, rounds: int, argv, full_training: bool =
     spec = spec_of(raw_env)
     online = online_network(config, spec)
     actor = EpsilonGreedyActor(greedy_network(config, online), spec.num_actions, rng)
-    acting_replay = make_replay_memory(config, spec)
+    acting_replay = replay_memory(config, spec, config.num_envs, config.replay_capacity)
     raw_env.reset(seed=env_seeds(config.seed, config.num_envs))
     state = {"observation": acting_env.reset(seed=env_seeds(config.seed + 1, config.num_envs))[0]}
 
@@ -55,7 +54,7 @@ def stage_rates(config, seconds: float, rounds: int, argv, full_training: bool =
     acting_env.close()
 
     # --- the replay memory: a full one of the preset's size against a bare gather -------------------------
-    replay = make_replay_memory(config, spec)
+    replay = replay_memory(config, spec, config.num_envs, config.replay_capacity)
     fill_replay(replay, spec, config.num_envs, rng)
     results["replay_bytes_per_transition"] = replay.bytes_per_transition
     rows = replay.capacity
@@ -169,8 +168,7 @@ def cost_model_costs(config, env_counts, batch_sizes, seconds: float, rounds: in
     rounds."""
     import tensorflow as tf
 
-    from hvd_dqn.agent.dqn.agent import make_replay_memory
-    from hvd_dqn.agent.factory import greedy_network, online_network, replay_learner
+    from hvd_dqn.agent.factory import greedy_network, online_network, replay_learner, replay_memory
     from hvd_dqn.agent.base import act_and_store
     from hvd_dqn.agent.policy import EpsilonGreedyActor
     from hvd_dqn.envs import env_seeds, make_env_for, probe_spec
@@ -185,7 +183,7 @@ def cost_model_costs(config, env_counts, batch_sizes, seconds: float, rounds: in
     acting = {}
     for num_envs in env_counts:
         env = make_env_for(single_thread, num_envs)
-        replay = make_replay_memory(config, spec, num_envs=num_envs, capacity=min(config.replay_capacity, replay_rows))
+        replay = replay_memory(config, spec, num_envs, min(config.replay_capacity, replay_rows))
         state = {"observation": env.reset(seed=env_seeds(config.seed, num_envs))[0]}
 
         def actor_step(env=env, replay=replay, state=state, num_envs=num_envs):
@@ -196,7 +194,7 @@ def cost_model_costs(config, env_counts, batch_sizes, seconds: float, rounds: in
         actor_step()  # traces the inference for this number of envs outside the timing
         acting[num_envs] = (actor_step, env)
 
-    replay = make_replay_memory(config, spec, num_envs=1, capacity=min(config.replay_capacity, replay_rows))
+    replay = replay_memory(config, spec, 1, min(config.replay_capacity, replay_rows))
     fill_replay(replay, spec, 1, rng)
     learner = replay_learner(config, spec, online=online)  # the update as one worker's trainer makes it
     learning = {}

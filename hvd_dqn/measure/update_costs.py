@@ -60,15 +60,14 @@ def preset_configs(flagfiles, run_flags) -> list:
 
 def update_step(config, rng):
     """A function making one update of `config`'s agent on a fixed minibatch (traced once here, outside any timing)."""
-    from hvd_dqn.agent.dqn.agent import make_replay_memory
-    from hvd_dqn.agent.factory import replay_learner
+    from hvd_dqn.agent.factory import replay_learner, replay_memory
     from hvd_dqn.envs import make_env_for, spec_of
     from hvd_dqn.measure.training_modes import fill_replay
 
     env = make_env_for(config.replace(env_threads=1), 1)
     spec = spec_of(env)
     env.close()
-    memory = make_replay_memory(config, spec, num_envs=1, capacity=MEMORY_CAPACITY)
+    memory = replay_memory(config, spec, 1, MEMORY_CAPACITY)
     fill_replay(memory, spec, 1, rng)
     batch = memory.sample(config.batch_size, rng)
     learner = replay_learner(config, spec)

@@ -84,9 +84,17 @@ def pqn_update_ms(profile: HardwareProfile, batch_size: int, observation_bytes: 
             + 1000.0 * batch_bytes / profile.copy_bytes_per_s + gather_ms(profile, batch_bytes))
 
 
+def _learns_from_replay(loop: Loop) -> bool:
+    """Whether a measured loop's agent learns from a replay memory (a minibatch every few vector steps), as its
+    registry entry says, rather than from rollouts."""
+    from hvd_dqn.agent import registry
+
+    return registry.entry(loop.agent).memory == "replay"
+
+
 def loop_agent_steps_per_s(profile: HardwareProfile, loop: Loop, observation_bytes: int) -> float:
     """A plain loop's agent steps per second, acting and learning one after the other."""
-    if loop.agent == "dqn":
+    if _learns_from_replay(loop):
         ms = acting_ms(profile, loop.num_envs) + loop.updates_per_vector_step * dqn_update_ms(
             profile, loop.batch_size, observation_bytes)
         return 1000.0 * loop.num_envs / ms
@@ -122,7 +130,7 @@ def fit_host_costs(profile: HardwareProfile, loops=None,
     for loop in loops if loops is not None else profile.loops:
         measured_ms = 1000.0 / loop.agent_steps_per_s  # per agent step
         parts_ms = 1000.0 / loop_agent_steps_per_s(bare, loop, observation_bytes)
-        if loop.agent == "dqn":
+        if _learns_from_replay(loop):
             bytes_per_step = loop.updates_per_vector_step * 2 * loop.batch_size * observation_bytes / loop.num_envs
         else:
             bytes_per_step = (loop.updates_per_rollout * loop.batch_size * observation_bytes

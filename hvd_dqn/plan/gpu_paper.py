@@ -28,8 +28,7 @@ def paper(config, args) -> dict:
     """GPU nodes and clusters from a hardware profile: the rows, and how the profile's own loops compare."""
     import numpy as np
 
-    from hvd_dqn.agent.dqn.agent import draws_ahead
-    from hvd_dqn.agent.factory import online_network
+    from hvd_dqn.agent.factory import draws_ahead, online_network
     from hvd_dqn.envs import probe_spec, steps_outside_python
 
     try:

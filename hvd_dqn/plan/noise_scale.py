@@ -118,8 +118,7 @@ class CheckpointGradients:
     checkpoints (written with --checkpoint_replay) in turn."""
 
     def __init__(self, config, world_size: int):
-        from hvd_dqn.agent.dqn.agent import make_replay_memory
-        from hvd_dqn.agent.factory import replay_learner
+        from hvd_dqn.agent.factory import replay_learner, replay_memory
         from hvd_dqn.agent.schedules import LinearSchedule
         from hvd_dqn.envs import probe_spec
         from hvd_dqn.rank_split import rank_share
@@ -129,7 +128,7 @@ class CheckpointGradients:
         spec = probe_spec(config)
         num_envs, capacity = rank_share(config, world_size)
         self.learner = replay_learner(config, spec, world_size, distributed=False)
-        self.replay = make_replay_memory(config, spec, num_envs, capacity)
+        self.replay = replay_memory(config, spec, num_envs, capacity)
         self.priority_beta = LinearSchedule(config.priority_beta_start, config.priority_beta_end,
                                             config.total_env_steps)
 

@@ -84,9 +84,9 @@ def measure_parts(config, env_counts, batch_sizes, seconds: float, rounds: int, 
 
 
 def _memory(config, spec, num_envs: int, replay_rows: int):
-    from hvd_dqn.agent.dqn.agent import make_replay_memory
+    from hvd_dqn.agent.factory import replay_memory
 
-    return make_replay_memory(config, spec, num_envs=num_envs, capacity=min(config.replay_capacity, replay_rows))
+    return replay_memory(config, spec, num_envs, min(config.replay_capacity, replay_rows))
 
 
 def _dqn_update_steps(config, spec, online, batch_sizes, rng, replay_rows: int) -> dict:
@@ -127,9 +127,9 @@ def _pqn_update_steps(config, spec, online, batch_sizes, observations, rng) -> d
     the preset's size."""
     import tensorflow as tf
 
-    from hvd_dqn.agent.pqn.learner import PQNLearner
+    from hvd_dqn.agent.factory import rollout_learner
 
-    learner = PQNLearner.from_config(config, online, 1, distributed=False)
+    learner = rollout_learner(config, online, 1, distributed=False)
     rollout = observations(max(config.num_envs * config.rollout_steps, *batch_sizes))
     steps = {}
     for batch_size in batch_sizes:

@@ -35,7 +35,8 @@ class SuiteError(Exception):
 
 def run_summary(logdir: str, window) -> dict:
     """One run: its game, agent, seed, per-window means (Dopamine's windows), its window's mean and its speed."""
-    from hvd_dqn.baselines import dopamine_counterpart, dopamine_curve
+    from hvd_dqn.agent.registry import dopamine_counterpart
+    from hvd_dqn.baselines import dopamine_curve
     from hvd_dqn.envs import atari_game
     from hvd_dqn.reports.curves import CurveError, load_run, window_means
 

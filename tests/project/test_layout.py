@@ -159,6 +159,22 @@ def test_the_run_machinery_knows_the_agents_only_through_their_interface():
     assert "hvd_dqn.agent.factory" in graph["hvd_dqn.run.trainer"]
 
 
+def test_nothing_outside_the_agents_imports_an_agents_folder():
+    """Measuring, planning, reports, export and the loop build memories, learners and networks through the factory
+    (agent/factory.py) and the agent's class; the arithmetic of an agent's share of a job lives in its folder
+    (agent/pqn/rank_share.py), asked through its settings class; config.py and rank_split.py import nothing of
+    agent/ at all."""
+    from hvd_dqn.agent import registry
+
+    graph = import_graph()
+    folders = tuple(registry.BUILT_IN)
+    reaching = {module: sorted(imported for imported in graph[module] if imported.startswith(folders))
+                for module in graph if not module.startswith("hvd_dqn.agent")}
+    assert {module: imported for module, imported in reaching.items() if imported} == {}
+    for module in ("hvd_dqn.config", "hvd_dqn.rank_split"):
+        assert not {imported for imported in graph[module] if imported.startswith("hvd_dqn.agent")}, module
+
+
 
 def test_every_module_is_named_where_docs_architecture_says_where_things_live():
     """A module of a subpackage is named (`trainer`) in its subpackage's row; one at the top by its file name."""
@@ -195,8 +211,18 @@ def _is_string(node) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str)
 
 
+def _is_an_agents_name(node, names) -> bool:
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_is_an_agents_name(element, names) for element in node.elts)
+    return isinstance(node, ast.Constant) and node.value in names
+
+
 def agent_name_checks() -> list:
-    """Every place outside agent/ that compares a config's --agent with a name (`config.agent == "pqn"`)."""
+    """Every place outside agent/ that compares a config's --agent with a name (`config.agent == "pqn"`), or anything
+    with a registered agent's name (`agent == "c51"`, `loop.agent in ("dqn",)`)."""
+    from hvd_dqn.agent import registry
+
+    names = {entry.name for entry in registry.entries()}
     found = []
     for path in PACKAGE.rglob("*.py"):
         if path.is_relative_to(PACKAGE / "agent"):
@@ -204,7 +230,8 @@ def agent_name_checks() -> list:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Compare):
                 operands = [node.left, *node.comparators]
-                if any(map(_names_a_configs_agent, operands)) and any(map(_is_string, operands)):
+                if (any(map(_names_a_configs_agent, operands)) and any(map(_is_string, operands))
+                        or any(_is_an_agents_name(operand, names) for operand in operands)):
                     found.append(f"{path.relative_to(REPO)}:{node.lineno}")
     return found
 
@@ -218,9 +245,10 @@ def test_no_code_outside_the_agents_asks_which_agent_runs():
 
 def test_the_agent_name_check_finds_a_comparison():
     module = PACKAGE / "run" / "_probe_agent_name_check.py"
-    module.write_text('def f(config):\n    return config.agent == "pqn" or self.config.agent in ("dqn",)\n')
+    module.write_text('def f(config, agent):\n    return config.agent == "pqn" or self.config.agent in ("dqn",)\n'
+                      'def g(agent):\n    return agent == "c51"\n')
     try:
-        assert agent_name_checks() == [f"{module.relative_to(REPO)}:2"] * 2
+        assert sorted(agent_name_checks()) == [f"{module.relative_to(REPO)}:2"] * 2 + [f"{module.relative_to(REPO)}:4"]
     finally:
         module.unlink()
 

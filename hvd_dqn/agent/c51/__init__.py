@@ -6,6 +6,18 @@ prioritised replay it is Dopamine's Rainbow, with noisy networks, dueling and do
 from hvd_dqn.agent.c51.settings import C51Settings
 from hvd_dqn.agent.registry import AgentEntry
 
+
+
+def dopamine_counterpart(settings):
+    """Dopamine publishes C51 and its Rainbow (C51 with n-step returns and prioritised replay, rainbow.gin); C51 with
+    noisy networks (Hessel et al.'s full Rainbow) has no published Dopamine curve here."""
+    if settings.get("noisy_nets"):
+        return "full Rainbow", None
+    if settings.get("n_step", 1) > 1 and settings.get("prioritized_replay"):
+        return "Rainbow", "Rainbow"
+    return "C51", "C51"
+
+
 AGENT = AgentEntry(
     name="c51", title="C51",
     summary="C51 (Bellemare et al. 2017): each action's return as a distribution on --num_atoms atoms from --v_min to "
@@ -18,7 +30,7 @@ AGENT = AgentEntry(
     checks="hvd_dqn.agent.c51.checks:check_settings",
     shapes_checkpoint=("num_atoms", "dueling", "noisy_nets"),
     # the standard deviation of the return distribution of the actions taken, mean over the minibatch
-    update_metrics=("return_std",),
+    update_metrics=("return_std",), dopamine=dopamine_counterpart,
     known_as={"rainbow": "Dopamine's Rainbow is --agent=c51 with configs/breakout_rainbow.flags (3-step returns and "
                          "prioritised replay); add --noisy_nets --dueling --double_dqn for Hessel et al.'s full "
                          "Rainbow"})

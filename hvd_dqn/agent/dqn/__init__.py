@@ -12,4 +12,4 @@ AGENT = AgentEntry(
     settings_class=DQNSettings,
     without_them="learns one Q-value per action",
     acts_ahead=True, checks="hvd_dqn.agent.dqn.checks:check_settings",
-    shapes_checkpoint=("dueling", "layer_norm", "noisy_nets"))
+    shapes_checkpoint=("dueling", "layer_norm", "noisy_nets"), dopamine="DQN")

@@ -122,6 +122,15 @@ class DQNAgent(AgentBase):
         return replay_memory_bytes(config, spec, num_envs, capacity)
 
     @staticmethod
+    def replay_memory(config: TrainConfig, spec, num_envs: int, capacity: int):
+        """A replay memory as this agent's rank keeps it (the measuring commands time its stores and draws)."""
+        return make_replay_memory(config, spec, num_envs, capacity)
+
+    @staticmethod
+    def draws_ahead(config: TrainConfig, update_on_gpu: bool) -> bool:
+        return draws_ahead(config, update_on_gpu)
+
+    @staticmethod
     def memory_setting(config: TrainConfig, ranks_on_host: int) -> MemorySetting:
         remedies = ["fewer ranks per host"] if ranks_on_host > 1 else []
         if config.counts_per_rank and ranks_on_host > 1:

@@ -16,4 +16,4 @@ AGENT = AgentEntry(
     checks="hvd_dqn.agent.iqn.checks:check_settings",
     shapes_checkpoint=("quantile_embedding_dim",),
     # the standard deviation of the return distribution of the actions taken, mean over the minibatch
-    update_metrics=("return_std",))
+    update_metrics=("return_std",), dopamine="IQN")

@@ -31,6 +31,7 @@ class PQNAgent(AgentBase):
     `rank_metrics` records each update's loss and Q values (`hvd_dqn.run.metrics.RankMetrics`)."""
 
     memory_name = "rollout"
+    learner_class = PQNLearner
 
     def __init__(self, config: TrainConfig, learner: PQNLearner, rollout: Rollout, spec, world_size: int,
                  sample_rng: np.random.Generator, rank_metrics):
@@ -44,7 +45,7 @@ class PQNAgent(AgentBase):
     def build(cls, config: TrainConfig, spec, num_envs: int, replay_capacity: int, world_size: int,
               sample_rng: np.random.Generator, rank_metrics) -> "PQNAgent":
         """A rank's PQN for `num_envs` envs of `spec` (it keeps no replay memory: `replay_capacity` is unused)."""
-        learner = PQNLearner.from_config(config, cls.network(config, spec, "online"), world_size)
+        learner = cls.learner_class.from_config(config, cls.network(config, spec, "online"), world_size)
         rollout = Rollout(config.rollout_steps, num_envs, spec.observation_shape, spec.observation_dtype)
         return cls(config, learner, rollout, spec, world_size, sample_rng, rank_metrics)
 

@@ -40,14 +40,14 @@ class PQNSettings(RolloutSettings, TDLossSettings, DuelingSettings, LayerNormSet
 
     # How the job's rollout divides over the ranks: hvd_dqn.agent.pqn.rank_share.
     def rank_envs(self, config, world_size: int) -> int:
-        from hvd_dqn.agent.pqn import rank_share
+        from hvd_dqn.agent.pqn.rank_share import rank_envs
 
-        return rank_share.rank_envs(config, world_size)
+        return rank_envs(config, world_size)
 
     def env_steps_before_first_update(self, config, world_size: int) -> int:
         return self.rollout_steps * self.rank_envs(config, world_size) * world_size
 
     def check_world(self, config, world_size: int) -> None:
-        from hvd_dqn.agent.pqn import rank_share
+        from hvd_dqn.agent.pqn.rank_share import minibatch_size
 
-        rank_share.minibatch_size(config, world_size)
+        minibatch_size(config, world_size)

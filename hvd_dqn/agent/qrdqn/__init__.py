@@ -15,4 +15,4 @@ AGENT = AgentEntry(
     checks="hvd_dqn.agent.qrdqn.checks:check_settings",
     shapes_checkpoint=("num_quantiles", "dueling", "noisy_nets"),
     # the standard deviation of the return distribution of the actions taken, mean over the minibatch
-    update_metrics=("return_std",))
+    update_metrics=("return_std",), dopamine="QR-DQN")

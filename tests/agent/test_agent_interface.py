@@ -65,9 +65,9 @@ def test_the_factory_builds_the_agent_the_config_names(agent, memory_name):
 
     hvd.init()
     spec = EnvSpec((4,), np.float32, 2)
-    rollout = {"pqn": dict(rollout_steps=16, num_minibatches=2, update_epochs=1)}.get(agent, {})
-    config = make_config(agent=agent, num_envs=2, learning_starts=64, batch_size=32, train_frequency=1,
-                         replay_capacity=1000, hidden_sizes=(8,), elastic=False, **rollout)
+    memory = {"pqn": dict(rollout_steps=16, num_minibatches=2, update_epochs=1),
+              "dqn": dict(learning_starts=64, batch_size=32, train_frequency=1, replay_capacity=1000)}[agent]
+    config = make_config(agent=agent, num_envs=2, hidden_sizes=(8,), elastic=False, **memory)
     built = make_agent(config, spec, 2, 1000, 1, np.random.default_rng(0), Metrics())
     try:
         assert built.memory_name == memory_name

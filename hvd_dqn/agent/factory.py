@@ -72,7 +72,7 @@ def replay_memory(config: TrainConfig, spec, num_envs: int, capacity: int):
     class's `replay_memory`), for the measuring commands; ValueError for an agent that keeps none."""
     cls = agent_class(config)
     if not hasattr(cls, "replay_memory"):
-        raise ValueError(f"--agent={config.agent} keeps no replay memory")
+        raise ValueError(f"--agent={agent_entry(config).name} keeps no replay memory")
     return cls.replay_memory(config, spec, num_envs, capacity)
 
 

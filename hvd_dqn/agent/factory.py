@@ -79,7 +79,7 @@ def replay_memory(config: TrainConfig, spec, num_envs: int, capacity: int):
 def draws_ahead(config: TrainConfig, update_on_gpu: bool) -> bool:
     """Whether the agent draws each next minibatch while the update before it runs (--draw_ahead): its class's
     answer; never for an agent that draws no minibatches from a memory (PQN)."""
-    answer = getattr(agent_class(config), "draws_ahead", None)
+    answer = getattr(agent_class(config), "draws_ahead_with", None)
     return bool(answer(config, update_on_gpu)) if answer is not None else False
 
 

@@ -127,7 +127,8 @@ class DQNAgent(AgentBase):
         return make_replay_memory(config, spec, num_envs, capacity)
 
     @staticmethod
-    def draws_ahead(config: TrainConfig, update_on_gpu: bool) -> bool:
+    def draws_ahead_with(config: TrainConfig, update_on_gpu: bool) -> bool:
+        """Whether a rank of `config` draws minibatches ahead (the instance's `draws_ahead`, before one is built)."""
         return draws_ahead(config, update_on_gpu)
 
     @staticmethod

@@ -48,10 +48,12 @@ class Runner:
         """The config a flagfile (e.g. configs/cartpole.flags) gives the command line, with `settings` over it."""
         from hvd_dqn.flags import config_and_given_of_runs
 
+        # The flagfile's config comes validated against the settings it names; it is validated again only when
+        # keyword settings change it (a Runner built from a config of unknown origin validates it in __init__).
         config, given = config_and_given_of_runs("hvd_dqn.runner", flagfile, [])
-        runner = cls(config)
+        runner = cls.__new__(cls)
         runner._given = given | frozenset(settings)
-        runner.config = _with_settings(config, settings, given=runner._given)
+        runner.config = _with_settings(config, settings, given=runner._given) if settings else config
         return runner
 
     def train(self, **settings) -> TrainResult:

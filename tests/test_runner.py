@@ -43,3 +43,26 @@ def test_a_bad_setting_is_named():
         Runner(batch_sise=32)
     with pytest.raises(ConfigError, match=r"^--batch_size=0: must be a positive integer"):
         Runner.from_flagfile("configs/cartpole.flags", batch_size=0)
+
+
+def test_a_flagfile_is_validated_once_and_again_only_for_keyword_settings(monkeypatch):
+    from hvd_dqn import runner as runner_module
+    from hvd_dqn.agent import configs
+    from hvd_dqn.runner import Runner
+
+    calls = []
+
+    def counted(config, *args, **kwargs):
+        calls.append(config)
+        return validate(config, *args, **kwargs)
+
+    validate = configs.validate
+    monkeypatch.setattr(configs, "validate", counted)  # the flags module imports it when it builds a config
+    monkeypatch.setattr(runner_module, "validate", counted)
+    plain = Runner.from_flagfile("configs/cartpole_qrdqn.flags")
+    assert len(calls) == 1 and plain.config.agent == "qrdqn"
+    changed = Runner.from_flagfile("configs/cartpole_qrdqn.flags", batch_size=64)
+    assert len(calls) == 3 and changed.config.batch_size == 64 and calls[-1] is not calls[-2]
+    # The flagfile's settings are still "given": another agent's setting is refused at its default value.
+    with pytest.raises(ConfigError, match=r"^--num_atoms"):
+        plain.train(num_atoms=51)

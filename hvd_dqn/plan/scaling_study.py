@@ -43,6 +43,7 @@ import sys
 
 from hvd_dqn.plan.study_report import StudyError, draw, summarise
 from hvd_dqn.plan.study_runs import (PROGRAM, REPO, finished_env_steps, keep_evidence, kept_evidence,
+                                     refuse_a_stop_below_the_target,
                                      preset_flags_digest, recorded_commits, recorded_wall, run_finished, run_lock,
                                      train_or_continue)
 from hvd_dqn.rank_split import problem_with_runs
@@ -107,6 +108,10 @@ def main(argv=None) -> int:
                              "at their first log point at or after the crossing) instead of at the budget: the env "
                              "steps to the target are the same, every solved run saves the rest of its budget, and "
                              "the return at the budget is not measured (final_return is the return at the stop).")
+    parser.add_argument("--evidence", default=None,
+                        help="Folder of the runs' kept evidence (np<ranks>_seed<seed>/); default OUT_runs. With "
+                             "--report_only another target can be read from the runs of another study: a run that "
+                             "stopped at a target stopped after every lower one.")
     parser.add_argument("--report_only", action="store_true",
                         help="Train nothing: report the runs whose evidence is kept, list the others as missing.")
     args = parser.parse_args(argv)
@@ -134,7 +139,7 @@ def main(argv=None) -> int:
             raise StudyError(f"--out={args.out}: folder {out_folder} does not exist")
         args.flagfile = os.path.abspath(args.flagfile)
         records, missing, task = [], [], None
-        evidence_root = args.out + "_runs"
+        evidence_root = args.evidence or args.out + "_runs"
         with open(args.flagfile, "rb") as handle:  # evidence is tied to the preset's content, not only its name
             preset = handle.read()
         # Seed by seed, each rank count in turn, so that a drift in this machine's speed during the study falls on
@@ -159,6 +164,8 @@ def main(argv=None) -> int:
                 run_flags = extra + ([] if args.job_num_envs is None else [f"--num_envs={args.job_num_envs // ranks}"])
                 run_flags += [f"--cores_per_rank={args.cores_per_rank}"] if args.cores_per_rank else []
                 kept = kept_evidence(evidence, provenance)
+                if kept is not None and args.stop_at_target:
+                    refuse_a_stop_below_the_target(evidence, args.target, args.window)
                 if kept is None and args.report_only:
                     missing.append(dict(ranks=ranks, seed=seed))
                     continue

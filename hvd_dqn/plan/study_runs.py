@@ -253,6 +253,20 @@ def recorded_flags_digest(kept: dict):
     return None
 
 
+def refuse_a_stop_below_the_target(evidence: str, target: float, window: int) -> None:
+    """A StudyError if the kept run in `evidence` was stopped by a rule below `target` (or over another window):
+    where it ended says nothing of when it would have reached `target`. One stopped at a higher target, over
+    the same window, crossed every lower target before its stop, so its evidence serves them all."""
+    with open(os.path.join(evidence, "config.json")) as handle:
+        config = json.load(handle)
+    stopped_at, stop_window = config.get("stop_at_train_return"), config.get("stop_train_episodes")
+    if stopped_at is None or float(stopped_at) == float("inf"):
+        return
+    if float(stopped_at) < target or (stop_window is not None and int(stop_window) != window):
+        raise StudyError(f"{evidence} holds a run stopped once {stop_window} episodes averaged {stopped_at}: it "
+                         f"cannot say when {window} episodes first averaged {target}; choose another --out")
+
+
 def kept_evidence(evidence: str, provenance: dict):
     """The provenance of complete evidence in `evidence` made as `provenance` asks, None if there is none; a
     StudyError if the evidence there was made with another preset, flags or budget (it would be mixed in)."""

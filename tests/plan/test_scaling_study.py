@@ -459,3 +459,29 @@ def test_an_unbound_study_gives_no_seconds_medians(tmp_path):
     assert [record["wall_s_to_target"] for record in report["runs"]] == [3.0, 0.9]
     assert [(row["median_wall_s_to_target"], row["wall_s_ratio_to_fewest_ranks"], row["env_steps_ratio_to_fewest_ranks"])
             for row in report["summary"]] == [(None, None, 1.0), (None, None, 0.5)]
+
+
+def test_another_target_is_read_from_runs_stopped_at_a_higher_one_and_refused_above_it(tmp_path):
+    """--evidence names the runs of another study: reported at a lower target, runs stopped at a higher one (they
+    crossed it first); at a higher target, in one line, since where a run stopped says nothing of it."""
+    study = _study_module()
+    preset = (REPO / "configs" / "cartpole.flags").read_bytes()
+    provenance = dict(flagfile="configs/cartpole.flags", flagfile_sha256=study.hashlib.sha256(preset).hexdigest()[:16],
+                      preset_flags_sha256=study.preset_flags_digest(preset), extra_flags=[], job_num_envs=None,
+                      cores_per_rank=0, budget_env_steps=400, stop_at_target=True, ranks=1, seed=0, wall_s=9.0,
+                      parts=1)
+    evidence = tmp_path / "to10_runs" / "np1_seed0"
+    _hand_made_evidence(evidence, [(100, 4.0, 1.0), (200, 8.0, 2.0), (300, 12.0, 3.0)], provenance)
+    (evidence / "config.json").write_text(json.dumps({"env_id": "CartPole-v1", "stop_at_train_return": 10.0,
+                                                      "stop_train_episodes": 2}))
+    command = [PYTHON, "-m", "hvd_dqn.plan.scaling_study", f"--flagfile={REPO / 'configs' / 'cartpole.flags'}",
+               "--ranks=1", "--seeds=0", "--window=2", "--budget_env_steps=400", "--stop_at_target",
+               f"--workdir={tmp_path / 'runs'}", f"--evidence={tmp_path / 'to10_runs'}", "--report_only"]
+    run([*command, "--target=6", f"--out={tmp_path / 'to6'}"], timeout=120)
+    report = json.loads((tmp_path / "to6.json").read_text())
+    assert [record["env_steps_to_target"] for record in report["runs"]] == [200]  # (4 + 8) / 2 >= 6
+    refused = run([*command, "--target=11", f"--out={tmp_path / 'to11'}"], timeout=120, check=False)
+    assert refused.returncode != 0 and not (tmp_path / "to11.json").exists()
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"hvd_dqn.plan.scaling_study: error: {evidence} holds a run stopped once 2 episodes averaged 10.0: it cannot "
+        "say when 2 episodes first averaged 11.0; choose another --out")

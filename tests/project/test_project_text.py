@@ -379,3 +379,39 @@ def test_the_munchausen_cartpole_figures_recompute_from_the_raw_episodes():
     assert f"solved on seeds 0-2 {sentence} on the same seeds" in training
     readme = " ".join((REPO / "results" / "cartpole_mdqn" / "README.md").read_text().split())
     assert f"Every seed solved, {sentence} median on the same seeds" in readme
+
+
+def test_the_scaling_readmes_qrdqn_figures_at_450_recompute_from_the_raw_episodes():
+    """results/scaling/README.md's table of QR-DQN's env steps to 450 on CartPole: each column's median and its
+    ratio from the runs' own episodes.csv, and the p-values of the sentences below it."""
+    from scipy.stats import mannwhitneyu
+
+    from hvd_dqn.reports.score import env_steps_to_target, read_run
+
+    scaling = REPO / "results" / "scaling"
+
+    def column(runs: str, ranks: int):
+        steps = [env_steps_to_target(read_run(str(run))[1], 450, 100)
+                 for run in sorted((scaling / runs).glob(f"np{ranks}_seed*"))]
+        assert len(steps) == 8 and None not in steps
+        return steps
+
+    preset, two = column("cartpole_qrdqn_runs", 1), column("cartpole_qrdqn_runs", 2)
+    as_two = column("cartpole_qrdqn_one_rank_as_two_runs", 1)
+    uniform, uniform_two = column("cartpole_qrdqn_uniform_runs", 1), column("cartpole_qrdqn_uniform_runs", 2)
+    median = statistics.median
+    text = " ".join((scaling / "README.md").read_text().split())
+    assert (f"| median | **{median(preset):,.0f}** | **{median(two):,.0f} ({median(two) / median(preset):.2f}x)** | "
+            f"{median(as_two):,.0f} ({median(as_two) / median(preset):.2f}x) | **{median(uniform):,.0f}** | "
+            f"**{median(uniform_two):,.0f} ({median(uniform_two) / median(uniform):.2f}x)** |") in text
+    assert (f"**2 ranks cost {median(two) / median(preset):.2f}x here, and it is established:** p = "
+            f"{mannwhitneyu(two, preset).pvalue:.3f} against one rank") in text
+    assert (f"**Without prioritised replay 2 ranks cost nothing ({median(uniform_two) / median(uniform):.2f}x, p = "
+            f"{mannwhitneyu(uniform_two, uniform).pvalue:.2f})**, and one rank needs "
+            f"{median(uniform) / median(preset):.2f}x the preset's env steps (p = "
+            f"{mannwhitneyu(uniform, preset).pvalue:.3f})") in text
+    default = {ranks: statistics.median(env_steps_to_target(read_run(str(run))[1], 450, 100)
+                                        for run in sorted((scaling / "cartpole_default_runs").glob(f"np{ranks}_seed*")))
+               for ranks in (1, 2, 8)}
+    assert (f"reads {default[2] / default[1]:.2f}x at 2 ranks and {default[8] / default[1]:.2f}x at 8 at 450 "
+            "(`cartpole_default_runs/`, 5 seeds)") in text

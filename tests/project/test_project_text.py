@@ -415,3 +415,11 @@ def test_the_scaling_readmes_qrdqn_figures_at_450_recompute_from_the_raw_episode
                for ranks in (1, 2, 8)}
     assert (f"reads {default[2] / default[1]:.2f}x at 2 ranks and {default[8] / default[1]:.2f}x at 8 at 450 "
             "(`cartpole_default_runs/`, 5 seeds)") in text
+    scaling_doc = " ".join((REPO / "docs" / "scaling.md").read_text().split())
+    assert (f"2 ranks need {median(two) / median(preset):.2f}x one rank's env steps (Mann-Whitney p = "
+            f"{mannwhitneyu(two, preset).pvalue:.3f}), one rank running the 2-rank algorithm "
+            f"{median(as_two) / median(preset):.2f}x, and without prioritised replay 2 ranks need "
+            f"{median(uniform_two) / median(uniform):.2f}x (but one rank {median(uniform) / median(preset):.2f}x the "
+            "preset's") in scaling_doc
+    assert (f"needs {default[2] / default[1]:.2f}x at 2 ranks and {default[8] / default[1]:.2f}x at 8 by the same "
+            "yardstick") in scaling_doc

@@ -140,6 +140,7 @@ def main(argv=None) -> int:
         args.flagfile = os.path.abspath(args.flagfile)
         records, missing, task = [], [], None
         evidence_root = args.evidence or args.out + "_runs"
+        remedy = "another --evidence" if args.evidence else "another --out"  # where other evidence is read from
         with open(args.flagfile, "rb") as handle:  # evidence is tied to the preset's content, not only its name
             preset = handle.read()
         # Seed by seed, each rank count in turn, so that a drift in this machine's speed during the study falls on
@@ -163,9 +164,9 @@ def main(argv=None) -> int:
                                   ranks=ranks, seed=seed)
                 run_flags = extra + ([] if args.job_num_envs is None else [f"--num_envs={args.job_num_envs // ranks}"])
                 run_flags += [f"--cores_per_rank={args.cores_per_rank}"] if args.cores_per_rank else []
-                kept = kept_evidence(evidence, provenance)
+                kept = kept_evidence(evidence, provenance, remedy)
                 if kept is not None and args.stop_at_target:
-                    refuse_a_stop_below_the_target(evidence, args.target, args.window)
+                    refuse_a_stop_below_the_target(evidence, args.target, args.window, remedy)
                 if kept is None and args.report_only:
                     missing.append(dict(ranks=ranks, seed=seed))
                     continue

@@ -253,10 +253,11 @@ def recorded_flags_digest(kept: dict):
     return None
 
 
-def refuse_a_stop_below_the_target(evidence: str, target: float, window: int) -> None:
+def refuse_a_stop_below_the_target(evidence: str, target: float, window: int, remedy: str = "another --out") -> None:
     """A StudyError if the kept run in `evidence` was stopped by a rule below `target` (or over another window):
     where it ended says nothing of when it would have reached `target`. One stopped at a higher target, over
-    the same window, crossed every lower target before its stop, so its evidence serves them all."""
+    the same window, crossed every lower target before its stop, so its evidence serves them all. `remedy`:
+    the option the user changes to read or keep other evidence (--out, or --evidence when it was given)."""
     with open(os.path.join(evidence, "config.json")) as handle:
         config = json.load(handle)
     stopped_at, stop_window = config.get("stop_at_train_return"), config.get("stop_train_episodes")
@@ -264,12 +265,13 @@ def refuse_a_stop_below_the_target(evidence: str, target: float, window: int) ->
         return
     if float(stopped_at) < target or (stop_window is not None and int(stop_window) != window):
         raise StudyError(f"{evidence} holds a run stopped once {stop_window} episodes averaged {stopped_at}: it "
-                         f"cannot say when {window} episodes first averaged {target}; choose another --out")
+                         f"cannot say when {window} episodes first averaged {target}; choose {remedy}")
 
 
-def kept_evidence(evidence: str, provenance: dict):
+def kept_evidence(evidence: str, provenance: dict, remedy: str = "another --out"):
     """The provenance of complete evidence in `evidence` made as `provenance` asks, None if there is none; a
-    StudyError if the evidence there was made with another preset, flags or budget (it would be mixed in)."""
+    StudyError if the evidence there was made with another preset, flags or budget (it would be mixed in);
+    `remedy` as for refuse_a_stop_below_the_target."""
     try:
         with open(os.path.join(evidence, "run.json")) as handle:
             kept = json.load(handle)
@@ -287,5 +289,5 @@ def kept_evidence(evidence: str, provenance: dict):
                  if kept.get(key, defaults.get(key)) != provenance.get(key, defaults.get(key))]
     if differing:
         raise StudyError(f"{evidence} holds a run made with another {', '.join(differing)} "
-                         f"({', '.join(f'{key}={kept.get(key)!r}' for key in differing)}); choose another --out")
+                         f"({', '.join(f'{key}={kept.get(key)!r}' for key in differing)}); choose {remedy}")
     return kept

@@ -484,4 +484,4 @@ def test_another_target_is_read_from_runs_stopped_at_a_higher_one_and_refused_ab
     assert refused.returncode != 0 and not (tmp_path / "to11.json").exists()
     assert refused.stderr.strip().splitlines()[-1] == (
         f"hvd_dqn.plan.scaling_study: error: {evidence} holds a run stopped once 2 episodes averaged 10.0: it cannot "
-        "say when 2 episodes first averaged 11.0; choose another --out")
+        "say when 2 episodes first averaged 11.0; choose another --evidence")

@@ -65,6 +65,22 @@ def atari_game(env_id: str) -> Optional[str]:
     return snake if snake in get_all_rom_ids() else None
 
 
+def action_names(env_id: str, num_actions: int, full_action_space: bool = False) -> list:
+    """What each action index does: ALE's names for an Atari game (Breakout's minimal set: NOOP, FIRE, RIGHT,
+    LEFT, in the order ale-py's envs number them), the indices as text for any other env."""
+    game = atari_game(env_id)
+    if game is None:
+        return [str(action) for action in range(num_actions)]
+    import ale_py
+    from ale_py.roms import get_rom_path
+
+    ale = ale_py.ALEInterface()
+    ale.setLoggerMode(ale_py.LoggerMode.Error)
+    ale.loadROM(get_rom_path(game))
+    actions = ale.getLegalActionSet() if full_action_space else ale.getMinimalActionSet()
+    return [action.name for action in actions]
+
+
 ATARI_FRAME_SKIP = 4  # Mnih et al. 2015: each action repeated for 4 frames, the last two max-pooled
 
 

@@ -6,8 +6,9 @@ Loads the newest complete checkpoint in --logdir that reads back (skipping, with
 --checkpoint, rebuilds the network from the config stored beside it, plays --episodes episodes (at the training
 run's --eval_epsilon unless --epsilon is given; Atari games with the training run's no-op starts, FIRE resets and
 sticky actions) and prints and writes {"mean_return": ..., "median_return": ..., "episodes": N, ...} with raw game
-scores. With --video it also films one more episode from the full-colour screen. Runs in one process; Horovod is not
-needed.
+scores. With --video it also films one more episode from the full-colour screen; with --greedy_actions it also says
+how often the greedy policy picked each action and how far apart its Q-values stood. Runs in one process; Horovod is
+not needed.
 """
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ flags.DEFINE_float("epsilon", None, "Exploration probability while evaluating (0
 flags.DEFINE_integer("seed", 12345, "Seed of the evaluation environments (distinct from training's by default).")
 flags.DEFINE_string("json", None, "Also write the results to this JSON file.")
 flags.DEFINE_string("video", None, "Also record one episode (same --epsilon and --seed) to this .mp4 or .gif file.")
+flags.DEFINE_bool("greedy_actions", False, "Also report, over the states of the episodes played, how often the greedy "
+                  "policy picks each action (by its name in Atari games) and the median action gap, the best Q-value "
+                  "less the second best: a policy collapsed onto one action shows here.")
 FLAGS = flags.FLAGS
 
 
@@ -51,7 +55,7 @@ def main(argv) -> None:
 
     try:
         result = evaluate_checkpoint(FLAGS.logdir, FLAGS.checkpoint, FLAGS.episodes, FLAGS.epsilon, FLAGS.seed,
-                                     FLAGS.video)
+                                     FLAGS.video, FLAGS.greedy_actions)
     except (checkpoint.CheckpointNotFound, EvaluationError) as error:
         COMMAND.fail(str(error))
     text = json.dumps(result, indent=2)

@@ -78,12 +78,12 @@ class Runner:
         return self.train(resume=True, **settings)
 
     def evaluate(self, episodes: int = 10, epsilon: Optional[float] = None, seed: int = 12345,
-                 checkpoint: Optional[str] = None, video: Optional[str] = None) -> dict:
+                 checkpoint: Optional[str] = None, video: Optional[str] = None, greedy_actions: bool = False) -> dict:
         """Plays `episodes` episodes with the newest checkpoint of the logdir (or `checkpoint`), as
         `python -m hvd_dqn.evaluate` does; returns its summary."""
         if episodes <= 0:
             raise EvaluationError(f"episodes={episodes}: must be a positive integer")
-        return evaluate_checkpoint(self.config.logdir, checkpoint, episodes, epsilon, seed, video)
+        return evaluate_checkpoint(self.config.logdir, checkpoint, episodes, epsilon, seed, video, greedy_actions)
 
 
 def _with_settings(config: TrainConfig, settings: dict, check_logdir_writable: bool = False,
@@ -97,27 +97,35 @@ def _with_settings(config: TrainConfig, settings: dict, check_logdir_writable: b
 
 
 def evaluate_checkpoint(logdir: Optional[str], explicit: Optional[str], episodes: int, epsilon: Optional[float],
-                        seed: int, video: Optional[str] = None) -> dict:
+                        seed: int, video: Optional[str] = None, greedy_actions: bool = False) -> dict:
     """The summary of `episodes` episodes played by the online network of the checkpoint `logdir` or `explicit`
     names (`reload.load_named_checkpoint`), at `epsilon` (None: the training run's eval_epsilon); with
-    `video`, also films one episode into that file. Raises checkpoint.CheckpointNotFound or EvaluationError."""
+    `video`, also films one episode into that file; with `greedy_actions`, also says over the episodes' states
+    how often the greedy policy picks each action and the median action gap (GreedyActionTally). Raises
+    checkpoint.CheckpointNotFound or EvaluationError."""
     import numpy as np
 
     from hvd_dqn.agent import reload
-    from hvd_dqn.agent.episodes import run_episodes
+    from hvd_dqn.agent.episodes import GreedyActionTally, run_episodes
     from hvd_dqn.agent.policy import EpsilonGreedyActor
-    from hvd_dqn.envs import spec_of
+    from hvd_dqn.envs import action_names, spec_of
 
     checkpoint_path, config, env, online, counters = reload.load_named_checkpoint(logdir, explicit, episodes)
     if epsilon is None:
         epsilon = config.eval_epsilon
     spec = spec_of(env)
     actor = EpsilonGreedyActor(online, spec.num_actions, np.random.default_rng(seed))
-    results = run_episodes(actor, env, epsilon, seed)
+    tally = None
+    if greedy_actions:  # Q-values of the network the actor takes its argmax of
+        tally = GreedyActionTally(lambda observation: online(observation, training=False).numpy(),
+                                  action_names(config.env_id, spec.num_actions, config.full_action_space))
+    results = run_episodes(actor, env, epsilon, seed, watch=tally)
     env.close()
     summary = dict(results.summary(), env_id=config.env_id, epsilon=epsilon, seed=seed,
                    checkpoint=checkpoint_path, env_steps=counters["env_steps"], updates=counters["updates"],
                    returns=[float(value) for value in results.returns])
+    if tally is not None:
+        summary["greedy_actions"] = tally.summary()
     if video:
         from hvd_dqn.logdir.video import record_episode, write_video
 

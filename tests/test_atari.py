@@ -88,9 +88,14 @@ def test_atari_smoke_run_trains_checkpoints_and_evaluates(tmp_path):
     report = tmp_path / "eval.json"
     video = tmp_path / "pong.gif"
     python_module("hvd_dqn.evaluate", [f"--logdir={logdir}", "--episodes=2", "--epsilon=0.05", f"--json={report}",
-                                       f"--video={video}"], timeout=300)
+                                       f"--video={video}", "--greedy_actions"], timeout=300)
     evaluation = json.loads(report.read_text())
     assert evaluation["episodes"] == 2 and evaluation["env_id"] == "ALE/Pong-v5"
+    greedy = evaluation["greedy_actions"]  # every state of both episodes, Pong's six actions by name
+    assert greedy["states"] == round(evaluation["mean_length"] * 2)
+    assert list(greedy["greedy_action_shares"]) == ["NOOP", "FIRE", "RIGHT", "LEFT", "RIGHTFIRE", "LEFTFIRE"]
+    assert sum(greedy["greedy_action_shares"].values()) == pytest.approx(1.0, abs=1e-3)
+    assert greedy["action_gap_median"] >= 0.0
     assert all(-21 <= score <= 21 and score == int(score) for score in evaluation["returns"])  # raw Pong scores
     assert evaluation["video"]["frames"] == evaluation["video"]["length"] + 1
     with Image.open(video) as image:

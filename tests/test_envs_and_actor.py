@@ -91,3 +91,28 @@ def test_emulators_of_another_env_are_refused_by_name():
         restore_emulator_state(make_vector_env("CartPole-v1", 3), emulator_state(cartpole))
     with pytest.raises(ValueError, match="not this run's 2 envs"):
         restore_emulator_state(make_vector_env("Acrobot-v1", 2), emulator_state(cartpole))
+
+
+def test_the_greedy_action_tally_counts_only_the_states_of_running_episodes():
+    """Q-values worked by hand: the finished env's state is not counted, shares and the median gap follow."""
+    from hvd_dqn.agent.episodes import GreedyActionTally
+
+    q_values = {0: [1.0, 0.5, 0.0], 1: [0.0, 2.0, 1.5], 2: [3.0, 3.0, 0.0]}  # keyed by the observation's value
+    tally = GreedyActionTally(lambda observation: np.array([q_values[int(row[0])] for row in observation]),
+                              ["NOOP", "FIRE", "LEFT"])
+    tally(np.array([[0.0], [1.0], [2.0]]), np.array([True, True, False]))
+    tally(np.array([[1.0], [1.0], [0.0]]), np.array([False, True, True]))
+    summary = tally.summary()
+    assert summary["states"] == 4  # two running envs at each of two steps
+    assert summary["greedy_action_shares"] == {"NOOP": 0.5, "FIRE": 0.5, "LEFT": 0.0}
+    assert summary["action_gap_median"] == pytest.approx(0.5)  # gaps 0.5, 0.5, 0.5, 0.5
+    tally(np.array([[2.0], [2.0], [2.0]]), np.array([True, False, False]))  # a tie: argmax takes the first
+    assert tally.summary()["greedy_action_shares"]["NOOP"] == pytest.approx(3 / 5, abs=1e-4)
+
+
+def test_action_names_are_ales_for_atari_and_indices_elsewhere():
+    from hvd_dqn.envs import action_names
+
+    assert action_names("ALE/Breakout-v5", 4) == ["NOOP", "FIRE", "RIGHT", "LEFT"]
+    assert len(action_names("breakout", 18, full_action_space=True)) == 18
+    assert action_names("CartPole-v1", 2) == ["0", "1"]

@@ -16,7 +16,7 @@ SCRIPT = textwrap.dedent("""
                                   eval_interval_env_steps=0, checkpoint_interval_env_steps=0)
     first = runner.train()
     resumed = runner.resume(total_env_steps=5000)
-    scores = runner.evaluate(episodes=3)
+    scores = runner.evaluate(episodes=3, greedy_actions=True)
     print("RESULT " + json.dumps({"first": first.__dict__, "resumed": resumed.__dict__, "scores": scores}))
 """)
 
@@ -32,6 +32,8 @@ def test_a_script_trains_resumes_and_evaluates(tmp_path):
     assert (resumed["env_steps"], resumed["updates"]) == (5000, 1004 + 4 + (5000 - 4000) // 2)
     assert resumed["episodes"] > first["episodes"] > 0 and resumed["wall_s"] > first["wall_s"]
     assert scores["episodes"] == 3 and scores["env_steps"] == 5000 and len(scores["returns"]) == 3
+    assert scores["greedy_actions"]["states"] == round(scores["mean_length"] * 3)  # CartPole's actions by index
+    assert sorted(scores["greedy_actions"]["greedy_action_shares"]) == ["0", "1"]
     header = (logdir / "metrics.csv").read_text().splitlines()[0]
     assert header.startswith("env_steps,")  # the command line's log, written by the same trainer
 

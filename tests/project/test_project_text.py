@@ -1,6 +1,8 @@
 """What the project tells its users: every figure the README and docs/results.md quote is found in the results/ evidence its
 section names, the headline figures recompute from the raw episodes, no text speaks of the lab's history
 (that is CHANGELOG.md's) or points outside the repository, and the licence is there."""
+import csv
+import json
 import re
 import statistics
 import subprocess
@@ -423,3 +425,73 @@ def test_the_scaling_readmes_qrdqn_figures_at_450_recompute_from_the_raw_episode
             "preset's") in scaling_doc
     assert (f"needs {default[2] / default[1]:.2f}x at 2 ranks and {default[8] / default[1]:.2f}x at 8 by the same "
             "yardstick") in scaling_doc
+
+
+# The Munchausen DQN Breakout run ran alone on one core up to this many agent steps, then on both
+# (results/breakout_mdqn/README.md): its rate on one core is read from its log points up to here.
+MDQN_ONE_CORE_UNTIL = 417_752
+MDQN_WINDOWS = ("0k-250k", "250k-500k", "500k-750k", "750k-1M")
+
+
+def _greedy_probe(name: str) -> dict:
+    return json.loads((REPO / "results" / "breakout_mdqn" / f"greedy_actions_{name}.json").read_text())
+
+
+def _percent(share: float) -> str:
+    return f"{100 * share:.1f}%"
+
+
+def test_the_munchausen_breakout_figures_recompute_from_the_raw_episodes_and_probes():
+    """Munchausen DQN's Breakout run beside the DQN and QR-DQN presets' under the same protocol: each window's mean
+    from the runs' episodes.csv, its rate alone on one core from its metrics.csv, and its greedy policy at each
+    checkpoint from the evaluations kept beside it, as the README, docs/training.md, docs/results.md and the run's
+    README give them."""
+    from hvd_dqn.baselines import dopamine_curve
+    from hvd_dqn.reports.curves import window_means
+
+    folders = ("breakout_mdqn", "breakout_dopamine", "atari/breakout_qrdqn_seed0")
+    windows = {folder: window_means(str(REPO / "results" / folder), 250_000) for folder in folders}
+    assert all(len(rows) == 4 and rows[3].complete for rows in windows.values())
+    mdqn, dqn, qrdqn = (windows[folder][3].mean_return for folder in folders)
+
+    assert (f"| **{mdqn:,.1f}** | hvd_dqn's DQN {dqn:,.1f} and QR-DQN {qrdqn:,.1f} "
+            in _reach_row("Breakout, Munchausen DQN"))
+    with open(REPO / "results" / "breakout_mdqn" / "metrics.csv", newline="") as handle:
+        rates = [float(row["env_steps_per_second"]) for row in csv.DictReader(handle)
+                 if int(row["updates"]) > 0 and int(row["env_steps"]) <= MDQN_ONE_CORE_UNTIL]
+    training = " ".join((REPO / "docs" / "training.md").read_text().split())
+    assert f"| `mdqn` (`breakout_mdqn`) | {mdqn:,.1f}: " in training
+    assert f"| {statistics.median(rates):.0f} | 1,279 | 7.1 GB |" in training
+    assert (f"it averaged {mdqn:,.1f} over 750k-1M, where the DQN preset has {dqn:,.1f} and QR-DQN {qrdqn:,.1f}"
+            in training)
+
+    results = " ".join((REPO / "docs" / "results.md").read_text().split())
+    readme = " ".join((REPO / "results" / "breakout_mdqn" / "README.md").read_text().split())
+    dopamine = dopamine_curve("breakout", "DQN")
+    for index, label in enumerate(MDQN_WINDOWS):
+        means = [f"{windows[folder][index].mean_return:,.1f}" for folder in folders]
+        assert f"| {label} | {' | '.join(means)} |" in results
+        assert (f"| {label} | {means[0]} ({windows[folders[0]][index].episodes:,}) | {means[1]} | {means[2]} | "
+                f"{_published_text(dopamine, index)} |") in readme
+    assert f"**Munchausen DQN fell far behind after 250k agent steps: {mdqn:,.1f} over 750k-1M" in readme
+
+    probes = {steps: _greedy_probe(str(steps)) for steps in (417_752, 500_000, 750_000, 1_000_000)}
+    for steps, probe in probes.items():
+        greedy = probe["greedy_actions"]
+        assert probe["env_steps"] == steps and list(greedy["greedy_action_shares"]) == ["NOOP", "FIRE", "RIGHT", "LEFT"]
+        shares = " / ".join(_percent(share) for share in greedy["greedy_action_shares"].values())
+        returns = ", ".join(f"{value:g}" for value in probe["returns"])
+        assert (f"| {steps:,} | {returns} | {probe['mean_length']:,.1f} | {shares} | "
+                f"{greedy['action_gap_median']:.3f} |") in readme
+    left = _percent(probes[417_752]["greedy_actions"]["greedy_action_shares"]["LEFT"])
+    right = _percent(max(probes[steps]["greedy_actions"]["greedy_action_shares"]["RIGHT"]
+                         for steps in (500_000, 750_000)))
+    right_at_1m = _percent(probes[1_000_000]["greedy_actions"]["greedy_action_shares"]["RIGHT"])
+    with open(REPO / "results" / "breakout_mdqn" / "episodes.csv", newline="") as handle:
+        last_100 = statistics.mean(float(row["return"]) for row in list(csv.DictReader(handle))[-100:])
+    for text in (results, readme):
+        assert f"RIGHT in at most {right} of the states at 500k and 750k" in text
+        assert f"at 1M it chose RIGHT in {right_at_1m} of the states" in text
+        assert f"its last 100 training episodes averaged {last_100:.1f}" in text
+    assert f"pressed LEFT in {left} of the states at 417,752 agent steps" in results
+    assert f"At 417,752 it pressed LEFT in {left} of the states" in readme

@@ -161,6 +161,15 @@ def run_corun(workers: int, round_index: int, args, config, train_flags) -> dict
                 env_steps_per_s=workers * min(lone))
 
 
+def round_order(workers_list, corun: bool, round_index: int):
+    """The runs of one round as ("job", N) and ("corun", N) steps: the jobs by worker count, then the lone runs,
+    and every second round the other way round, so that a machine speeding up or slowing down over the
+    benchmark favours no configuration."""
+    steps = [("job", workers) for workers in workers_list]
+    steps += [("corun", workers) for workers in workers_list if corun and workers > 1]
+    return steps if round_index % 2 == 0 else steps[::-1]
+
+
 def summarise_corun(coruns, runs, base: int) -> dict:
     """corun_env_steps_per_s_<N>, corun_ceiling_<N> (over the base's rate in the same round) and
     share_of_ceiling_<N> (the workers' speed-up over the ceiling, round by round), as medians."""
@@ -222,7 +231,7 @@ def main(argv=None) -> int:
     parser.add_argument("--flagfile", required=True, help="The preset every run trains with.")
     parser.add_argument("--workers", default="1,2", help="Worker counts, comma-separated; the fewest is the base.")
     parser.add_argument("--cores_per_rank", type=int, default=1, help="Cores each worker is bound to.")
-    parser.add_argument("--rounds", type=int, default=3, help="Alternating rounds; medians are reported.")
+    parser.add_argument("--rounds", type=int, default=3, help="Rounds, every second one in the reverse order; medians are reported.")
     parser.add_argument("--measure_env_steps", type=int, default=20000,
                         help="Env steps (of the job) timed in each run, after its memory is ready.")
     parser.add_argument("--log_points", type=int, default=5, help="Log points within the timed env steps.")
@@ -262,17 +271,17 @@ def main(argv=None) -> int:
         runs, coruns = [], []
         try:
             for round_index in range(args.rounds):
-                for workers in workers_list:
-                    run = run_once(workers, round_index, args, config, train_flags)
-                    runs.append(run)
-                    print(f"[{PROGRAM}] round {round_index + 1}, {workers} worker(s): "
-                          f"{run['env_steps_per_s']:,.0f} env steps/s, {run['updates_per_s']:,.1f} updates/s",
-                          flush=True)
-                for workers in workers_list if args.corun else ():
-                    if workers > 1:
-                        coruns.append(run_corun(workers, round_index, args, config, train_flags))
+                for step in round_order(workers_list, args.corun, round_index):
+                    if step[0] == "job":
+                        run = run_once(step[1], round_index, args, config, train_flags)
+                        runs.append(run)
+                        print(f"[{PROGRAM}] round {round_index + 1}, {step[1]} worker(s): "
+                              f"{run['env_steps_per_s']:,.0f} env steps/s, {run['updates_per_s']:,.1f} updates/s",
+                              flush=True)
+                    else:
+                        coruns.append(run_corun(step[1], round_index, args, config, train_flags))
                         lone = ", ".join(f"{rate:,.0f}" for rate in coruns[-1]["lone_env_steps_per_s"])
-                        print(f"[{PROGRAM}] round {round_index + 1}, {workers} lone runs at once: {lone} env "
+                        print(f"[{PROGRAM}] round {round_index + 1}, {step[1]} lone runs at once: {lone} env "
                               f"steps/s each", flush=True)
         finally:
             if temporary:

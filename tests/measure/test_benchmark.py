@@ -140,3 +140,13 @@ def test_bad_worker_scaling_arguments_are_one_line(tmp_path, arguments, message)
                                                                  *arguments], timeout=120, check=False)
     expected = f"hvd_dqn.measure.benchmark_workers: error: {message.format(cores=cores, more=cores + 1)}"
     assert result.returncode == 2 and result.stderr.strip() == expected
+
+
+def test_every_second_round_runs_the_configurations_the_other_way_round():
+    # A machine that speeds up or slows down over the benchmark then favours no configuration.
+    from hvd_dqn.measure.benchmark_workers import round_order
+
+    first = [("job", 1), ("job", 2), ("job", 4), ("corun", 2), ("corun", 4)]
+    assert round_order([1, 2, 4], True, 0) == round_order([1, 2, 4], True, 2) == first
+    assert round_order([1, 2, 4], True, 1) == round_order([1, 2, 4], True, 3) == first[::-1]
+    assert round_order([1, 2], False, 1) == [("job", 2), ("job", 1)]

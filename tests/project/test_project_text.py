@@ -495,3 +495,36 @@ def test_the_munchausen_breakout_figures_recompute_from_the_raw_episodes_and_pro
         assert f"its last 100 training episodes averaged {last_100:.1f}" in text
     assert f"pressed LEFT in {left} of the states at 417,752 agent steps" in results
     assert f"At 417,752 it pressed LEFT in {left} of the states" in readme
+
+
+def test_the_two_worker_qrdqn_benchmark_recomputes_from_its_runs_and_the_text_quotes_it():
+    """results/throughput/two_workers/breakout_qrdqn.json: every run's rate from its kept metrics.csv (the lone
+    runs leave their last interval untimed), the medians and ratios from those rates, and the rows of
+    results/throughput/README.md, docs/scaling.md and docs/results.md from the report."""
+    from hvd_dqn.measure import benchmark_workers
+
+    folder = REPO / "results" / "throughput" / "two_workers"
+    report = json.loads((folder / "breakout_qrdqn.json").read_text())
+    assert (report["flagfile"], report["rounds"], report["cores_per_rank"]) == ("configs/breakout_qrdqn.flags", 4, 1)
+    for run in report["runs"]:
+        rates = benchmark_workers.measured_rates(str(folder / run["logdir"] / "metrics.csv"))
+        assert (run["env_steps_per_s"], run["updates_per_s"], run["measured_env_steps"]) == pytest.approx(rates)
+    for corun in report["coruns"]:
+        lone = [benchmark_workers.measured_rates(
+            str(folder / "breakout_qrdqn_runs" / f"corun2_round{corun['round']}_rank{rank}" / "metrics.csv"),
+            untimed_tail=1)[0] for rank in (0, 1)]
+        assert corun["lone_env_steps_per_s"] == pytest.approx(lone)
+        assert corun["env_steps_per_s"] == pytest.approx(2 * min(lone))
+    figures = benchmark_workers.summarise(report["runs"], [1, 2])
+    figures.update(benchmark_workers.summarise_corun(report["coruns"], report["runs"], 1))
+    assert figures == {key: report[key] for key in figures}
+    row = (f"| {report['env_steps_per_s_1']} | {report['env_steps_per_s_2']} | **{report['workers_speedup_2']:.2f}x** "
+           f"| {report['corun_ceiling_2']:.2f}x | {report['share_of_ceiling_2']:.2f} |")
+    assert row == "| 59.0 | 106.6 | **1.81x** | 1.94x | 0.94 |"
+    assert f"| Breakout, QR-DQN (Dopamine's preset) {row} `two_workers/breakout_qrdqn.json`" in \
+        (REPO / "results" / "throughput" / "README.md").read_text()
+    short = "| 1.81x | 1.94x | 0.94 |"
+    assert f"| Breakout, QR-DQN (Dopamine's preset) {short}" in (REPO / "docs" / "scaling.md").read_text()
+    assert f"| Breakout, QR-DQN (Dopamine's) {short}" in RESULTS_PAGE
+    # The runs were timed in both orders: rounds 2 and 4 ran the lone runs first and one worker last.
+    assert [run["workers"] for run in report["runs"]] == [1, 2, 2, 1, 1, 2, 2, 1]

@@ -427,6 +427,53 @@ def test_the_scaling_readmes_qrdqn_figures_at_450_recompute_from_the_raw_episode
             "yardstick") in scaling_doc
 
 
+def test_the_qrdqn_runs_without_importance_weights_recompute_from_the_raw_episodes():
+    """results/scaling/README.md's table of QR-DQN's CartPole preset without importance weights (beta 0) at 1 and 2
+    ranks: every cell (env steps to 450, or the last 100 episodes' mean of a run that stopped short at 150,000),
+    the median, the solved count and the p-values, from the runs' own episodes.csv; and docs/scaling.md's summary."""
+    from scipy.stats import mannwhitneyu
+
+    from hvd_dqn.reports.score import env_steps_to_target, last_episodes, read_run
+
+    scaling = REPO / "results" / "scaling"
+    assert json.loads((scaling / "cartpole_qrdqn_beta0.json").read_text())["extra_flags"] == [
+        "--priority_beta_start=0", "--priority_beta_end=0"]
+
+    def episodes(runs: str, ranks: int):
+        found = [read_run(str(run))[1] for run in sorted((scaling / runs).glob(f"np{ranks}_seed*"))]
+        assert len(found) == 8
+        return found
+
+    def steps(runs: str, ranks: int):  # a run short of 450 ranks after every run that reached it
+        return [env_steps_to_target(run, 450, 100) or float("inf") for run in episodes(runs, ranks)]
+
+    def cell(run):
+        reached = env_steps_to_target(run, 450, 100)
+        return f"{reached:,.0f}" if reached else f"not by 150,000 ({last_episodes(run, 100)[0]:.1f})"
+
+    one, two = episodes("cartpole_qrdqn_beta0_runs", 1), episodes("cartpole_qrdqn_beta0_runs", 2)
+    text = " ".join((scaling / "README.md").read_text().split())
+    for seed in range(8):
+        assert f"| {seed} | {cell(one[seed])} | {cell(two[seed])} |" in text
+    preset, preset_two = steps("cartpole_qrdqn_runs", 1), steps("cartpole_qrdqn_runs", 2)
+    beta0, beta0_two = steps("cartpole_qrdqn_beta0_runs", 1), steps("cartpole_qrdqn_beta0_runs", 2)
+    median = statistics.median
+    solved = sum(value != float("inf") for value in beta0_two)
+    assert (solved, sum(value != float("inf") for value in beta0 + preset_two)) == (5, 16)
+    ratio = median(beta0) / median(preset)
+    assert f"| median | **{median(beta0):,.0f}** ({ratio:.2f}x the preset's) | {solved} of 8 reached 450 |" in text
+    assert (f"one rank without them needed {ratio:.2f}x the preset's env steps (p = "
+            f"{mannwhitneyu(beta0, preset).pvalue:.2f}), and 2 ranks without them reached 450 in only {solved} of 8 "
+            "seeds within 150,000 env steps, where the preset's 2 ranks reached it in all 8 (the two sets of 8 seeds, "
+            f"the runs short of 450 ranked last, do not separate: p = {mannwhitneyu(beta0_two, preset_two).pvalue:.2f})"
+            ) in text
+    reached = sorted(value for value in beta0_two if value != float("inf"))
+    assert f"The 2-rank runs that reached 450 did so early ({reached[0]:,.0f} to {reached[-1]:,.0f})" in text
+    scaling_doc = " ".join((REPO / "docs" / "scaling.md").read_text().split())
+    assert (f"without importance weights (`cartpole_qrdqn_beta0.json`) one rank needed {ratio:.2f}x the preset's env "
+            f"steps and 2 ranks reached 450 in only {solved} of 8 seeds within 150,000") in scaling_doc
+
+
 # The Munchausen DQN Breakout run ran alone on one core up to this many agent steps, then on both
 # (results/breakout_mdqn/README.md): its rate on one core is read from its log points up to here.
 MDQN_ONE_CORE_UNTIL = 417_752

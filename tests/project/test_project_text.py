@@ -474,6 +474,30 @@ def test_the_qrdqn_runs_without_importance_weights_recompute_from_the_raw_episod
             f"steps and 2 ranks reached 450 in only {solved} of 8 seeds within 150,000") in scaling_doc
 
 
+def test_the_c51_two_rank_figures_recompute_from_the_raw_episodes():
+    """results/scaling/README.md's table of C51's CartPole preset at 1 and 2 ranks (env steps to 450, seeds 0-4),
+    its median, ratio and p-value from the runs' own episodes.csv, and docs/scaling.md's sentence."""
+    from scipy.stats import mannwhitneyu
+
+    from hvd_dqn.reports.score import env_steps_to_target, read_run
+
+    scaling = REPO / "results" / "scaling"
+    assert json.loads((scaling / "cartpole_c51.json").read_text())["flagfile"] == "configs/cartpole_c51.flags"
+    one, two = ([env_steps_to_target(read_run(str(run))[1], 450, 100)
+                 for run in sorted((scaling / "cartpole_c51_runs").glob(f"np{ranks}_seed*"))] for ranks in (1, 2))
+    assert len(one) == len(two) == 5 and None not in one + two
+    text = " ".join((scaling / "README.md").read_text().split())
+    for seed, (mine, theirs) in enumerate(zip(one, two)):
+        assert f"| {seed} | {mine:,} | {theirs:,} |" in text
+    median = statistics.median
+    ratio, p_value = median(two) / median(one), mannwhitneyu(two, one).pvalue
+    assert f"| median | **{median(one):,.0f}** | **{median(two):,.0f} ({ratio:.2f}x)** |" in text
+    assert f"Env steps to 450, all 10 runs reached it; Mann-Whitney's p = {p_value:.2f}." in text
+    scaling_doc = " ".join((REPO / "docs" / "scaling.md").read_text().split())
+    assert f"C51's (prioritised, with the same weights) {ratio:.2f}x at 2 ranks (`cartpole_c51.json`, 5 seeds, p = " \
+           f"{p_value:.2f})" in scaling_doc
+
+
 # The Munchausen DQN Breakout run ran alone on one core up to this many agent steps, then on both
 # (results/breakout_mdqn/README.md): its rate on one core is read from its log points up to here.
 MDQN_ONE_CORE_UNTIL = 417_752

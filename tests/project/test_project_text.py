@@ -598,6 +598,6 @@ def test_the_two_worker_qrdqn_benchmark_recomputes_from_its_runs_and_the_text_qu
     assert f"| Breakout, QR-DQN (Dopamine's preset) {short}" in (REPO / "docs" / "scaling.md").read_text()
     assert f"| Breakout, QR-DQN (Dopamine's) {short}" in RESULTS_PAGE
     assert (f"| **{report['workers_speedup_2']:.2f}x**, where the two cores allow {report['corun_ceiling_2']:.2f}x | "
-            "one worker | 4 rounds | `results/throughput/two_workers/` |") in README
+            "one worker | 4 rounds | `results/throughput/` |") in README
     # The runs were timed in both orders: rounds 2 and 4 ran the lone runs first and one worker last.
     assert [run["workers"] for run in report["runs"]] == [1, 2, 2, 1, 1, 2, 2, 1]

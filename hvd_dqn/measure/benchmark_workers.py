@@ -231,7 +231,8 @@ def main(argv=None) -> int:
     parser.add_argument("--flagfile", required=True, help="The preset every run trains with.")
     parser.add_argument("--workers", default="1,2", help="Worker counts, comma-separated; the fewest is the base.")
     parser.add_argument("--cores_per_rank", type=int, default=1, help="Cores each worker is bound to.")
-    parser.add_argument("--rounds", type=int, default=3, help="Rounds, every second one in the reverse order; medians are reported.")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="Rounds, every second one in the reverse order; medians are reported.")
     parser.add_argument("--measure_env_steps", type=int, default=20000,
                         help="Env steps (of the job) timed in each run, after its memory is ready.")
     parser.add_argument("--log_points", type=int, default=5, help="Log points within the timed env steps.")

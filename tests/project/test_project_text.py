@@ -383,6 +383,13 @@ def test_the_munchausen_cartpole_figures_recompute_from_the_raw_episodes():
     assert f"Every seed solved, {sentence} median on the same seeds" in readme
 
 
+def _runs_episodes(folder: str, ranks: int):
+    """The episodes of every kept run of `ranks` ranks in results/scaling/`folder`, by seed."""
+    from hvd_dqn.reports.score import read_run
+
+    return [read_run(str(run))[1] for run in sorted((REPO / "results" / "scaling" / folder).glob(f"np{ranks}_seed*"))]
+
+
 def test_the_scaling_readmes_qrdqn_figures_at_450_recompute_from_the_raw_episodes():
     """results/scaling/README.md's table of QR-DQN's env steps to 450 on CartPole: each column's median and its
     ratio from the runs' own episodes.csv, and the p-values of the sentences below it."""
@@ -393,8 +400,7 @@ def test_the_scaling_readmes_qrdqn_figures_at_450_recompute_from_the_raw_episode
     scaling = REPO / "results" / "scaling"
 
     def column(runs: str, ranks: int):
-        steps = [env_steps_to_target(read_run(str(run))[1], 450, 100)
-                 for run in sorted((scaling / runs).glob(f"np{ranks}_seed*"))]
+        steps = [env_steps_to_target(run, 450, 100) for run in _runs_episodes(runs, ranks)]
         assert len(steps) == 8 and None not in steps
         return steps
 
@@ -433,14 +439,14 @@ def test_the_qrdqn_runs_without_importance_weights_recompute_from_the_raw_episod
     the median, the solved count and the p-values, from the runs' own episodes.csv; and docs/scaling.md's summary."""
     from scipy.stats import mannwhitneyu
 
-    from hvd_dqn.reports.score import env_steps_to_target, last_episodes, read_run
+    from hvd_dqn.reports.score import env_steps_to_target, last_episodes
 
     scaling = REPO / "results" / "scaling"
     assert json.loads((scaling / "cartpole_qrdqn_beta0.json").read_text())["extra_flags"] == [
         "--priority_beta_start=0", "--priority_beta_end=0"]
 
     def episodes(runs: str, ranks: int):
-        found = [read_run(str(run))[1] for run in sorted((scaling / runs).glob(f"np{ranks}_seed*"))]
+        found = _runs_episodes(runs, ranks)
         assert len(found) == 8
         return found
 
@@ -479,12 +485,12 @@ def test_the_c51_two_rank_figures_recompute_from_the_raw_episodes():
     its median, ratio and p-value from the runs' own episodes.csv, and docs/scaling.md's sentence."""
     from scipy.stats import mannwhitneyu
 
-    from hvd_dqn.reports.score import env_steps_to_target, read_run
+    from hvd_dqn.reports.score import env_steps_to_target
 
     scaling = REPO / "results" / "scaling"
     assert json.loads((scaling / "cartpole_c51.json").read_text())["flagfile"] == "configs/cartpole_c51.flags"
-    one, two = ([env_steps_to_target(read_run(str(run))[1], 450, 100)
-                 for run in sorted((scaling / "cartpole_c51_runs").glob(f"np{ranks}_seed*"))] for ranks in (1, 2))
+    one, two = ([env_steps_to_target(run, 450, 100) for run in _runs_episodes("cartpole_c51_runs", ranks)]
+                for ranks in (1, 2))
     assert len(one) == len(two) == 5 and None not in one + two
     text = " ".join((scaling / "README.md").read_text().split())
     for seed, (mine, theirs) in enumerate(zip(one, two)):

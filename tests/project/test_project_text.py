@@ -504,6 +504,51 @@ def test_the_c51_two_rank_figures_recompute_from_the_raw_episodes():
            f"{p_value:.2f})" in scaling_doc
 
 
+def test_the_qrdqn_two_worker_time_to_dopamines_score_recomputes_from_the_runs_and_the_benchmark():
+    """results/time_to_score/README.md's QR-DQN Breakout table and the README's row: the agent steps at which each
+    full run's 100-episode mean first reached Dopamine's QR-DQN mean over 500k-750k (from its episodes.csv), over
+    the agent steps per second of the side-by-side benchmark, and the 1-rank run's own README."""
+    from hvd_dqn.baselines import dopamine_curve
+    from hvd_dqn.reports.curves import window_means
+    from hvd_dqn.reports.score import env_steps_to_target, read_run
+
+    score = round(dopamine_curve("breakout", "QR-DQN").mean(2), 1)
+    assert score == 27.1
+    atari = REPO / "results" / "atari"
+    one, two = (env_steps_to_target(read_run(str(atari / run))[1], score, 100)
+                for run in ("breakout_qrdqn_1rank_seed0", "breakout_qrdqn_seed0"))
+    report = json.loads((REPO / "results" / "throughput" / "two_workers" / "breakout_qrdqn.json").read_text())
+    rate_one, rate_two = report["env_steps_per_s_1"], report["env_steps_per_s_2"]
+    hours_one, hours_two = one / rate_one / 3600, two / rate_two / 3600
+    time_ratio, steps_ratio = hours_two / hours_one, two / one
+    text = " ".join((REPO / "results" / "time_to_score" / "README.md").read_text().split())
+    assert f"| 1 | {one:,} | {rate_one} | {hours_one:.2f} |" in text
+    assert f"| 2 | {two:,} | {rate_two} | {hours_two:.2f} |" in text
+    assert f"| ratio | {steps_ratio:.2f}x | {report['workers_speedup_2']:.2f}x | **{time_ratio:.2f}x** |" in text
+    assert (f"2 workers reach Dopamine's score in {time_ratio:.2f}x one worker's time, short of 0.6x." in text
+            and time_ratio > 0.6)
+    at_equal_steps = rate_one / rate_two
+    assert f"at equal agent steps the time would be {at_equal_steps:.2f}x" in text
+    means = [[round(window.mean_return, 1) for window in window_means(str(atari / run), 250_000)[:2]]
+             for run in ("breakout_qrdqn_1rank_seed0", "breakout_qrdqn_seed0")]
+    assert (f"means over 0-250k and 250k-500k are {means[0][0]} and {means[0][1]} at 1 worker, {means[1][0]} and "
+            f"{means[1][1]} at 2") in text
+    episodes = read_run(str(atari / "breakout_qrdqn_1rank_seed0"))[1]
+    after = [episode for episode in episodes if episode[0] >= 100_000]
+    speed = (after[-1][0] - after[0][0]) / (after[-1][2] - after[0][2])
+    assert f"at {speed:.1f} agent steps per second of training from 100k on" in text
+    run_readme = " ".join((atari / "breakout_qrdqn_1rank_seed0" / "README.md").read_text().split())
+    assert f"first averaged Dopamine's QR-DQN mean over 500k-750k, {score}, at **{one:,}** agent steps (the 2-rank " \
+           f"run: {two:,})" in run_readme
+    assert f"Speed: {speed:.1f} agent steps per second of training from 100k" in run_readme
+    assert f"{episodes[-1][0]:,} agent steps" in run_readme
+    for window, label in enumerate(("0k-250k", "250k-500k")):
+        assert f"| {label} | {means[0][window]} | {means[1][window]} |" in run_readme
+    assert (f"| **{time_ratio:.2f}x**: {report['workers_speedup_2']:.2f}x the agent steps per second (the two cores "
+            f"allow {report['corun_ceiling_2']:.2f}x) at {steps_ratio:.2f}x the agent steps | one worker | 1 / 1; "
+            "4 rounds | `results/time_to_score/` |") in README
+
+
 # The Munchausen DQN Breakout run ran alone on one core up to this many agent steps, then on both
 # (results/breakout_mdqn/README.md): its rate on one core is read from its log points up to here.
 MDQN_ONE_CORE_UNTIL = 417_752
@@ -603,7 +648,5 @@ def test_the_two_worker_qrdqn_benchmark_recomputes_from_its_runs_and_the_text_qu
     short = "| 1.81x | 1.94x | 0.94 |"
     assert f"| Breakout, QR-DQN (Dopamine's preset) {short}" in (REPO / "docs" / "scaling.md").read_text()
     assert f"| Breakout, QR-DQN (Dopamine's) {short}" in RESULTS_PAGE
-    assert (f"| **{report['workers_speedup_2']:.2f}x**, where the two cores allow {report['corun_ceiling_2']:.2f}x | "
-            "one worker | 4 rounds | `results/throughput/` |") in README
     # The runs were timed in both orders: rounds 2 and 4 ran the lone runs first and one worker last.
     assert [run["workers"] for run in report["runs"]] == [1, 2, 2, 1, 1, 2, 2, 1]

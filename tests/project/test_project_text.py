@@ -547,6 +547,10 @@ def test_the_qrdqn_two_worker_time_to_dopamines_score_recomputes_from_the_runs_a
     assert (f"| **{time_ratio:.2f}x**: {report['workers_speedup_2']:.2f}x the agent steps per second (the two cores "
             f"allow {report['corun_ceiling_2']:.2f}x) at {steps_ratio:.2f}x the agent steps | one worker | 1 / 1; "
             "4 rounds | `results/time_to_score/` |") in README
+    docs_row = (f"| Breakout to {score}, QR-DQN (Dopamine's preset; full runs' agent steps over the benchmark's speeds) "
+                f"| {{}}{time_ratio:.2f}x{{}} ({hours_two:.2f} h against {hours_one:.2f} h) | one seed | {steps_ratio:.2f}x | 1 |")
+    assert docs_row.format("", "") in (REPO / "docs" / "scaling.md").read_text()
+    assert docs_row.format("**", "**") in RESULTS_PAGE
 
 
 # The Munchausen DQN Breakout run ran alone on one core up to this many agent steps, then on both

@@ -553,6 +553,67 @@ def test_the_qrdqn_two_worker_time_to_dopamines_score_recomputes_from_the_runs_a
     assert docs_row.format("**", "**") in RESULTS_PAGE
 
 
+def test_the_distributional_eight_rank_figures_recompute_from_the_raw_episodes():
+    """results/scaling/README.md's tables of QR-DQN and C51 at 8 ranks on CartPole (env steps to 450, seeds 0-4):
+    every cell from the runs' own episodes.csv (a run short of 450 by its last 100 episodes' mean), the medians,
+    ratios and p-values, and the sentences of docs/scaling.md and the README that quote them."""
+    from scipy.stats import mannwhitneyu
+
+    from hvd_dqn.reports.score import env_steps_to_target, final_return
+
+    def column(folder: str, ranks: int):
+        runs = _runs_episodes(folder, ranks)[:5]
+        assert len(runs) == 5
+        return [env_steps_to_target(run, 450, 100) for run in runs], [final_return(run, 100) for run in runs]
+
+    def cell(steps, final):
+        return f"{steps:,}" if steps is not None else f"not by 150,000 ({final:.1f})"
+
+    columns = [column("cartpole_qrdqn_runs", 1), column("cartpole_qrdqn_runs", 2),
+               column("cartpole_qrdqn_8ranks_runs", 8), column("cartpole_qrdqn_one_rank_as_eight_runs", 1),
+               column("cartpole_qrdqn_one_rank_as_eight_sqrt_runs", 1), column("cartpole_qrdqn_one_rank_as_eight_n5_runs", 1)]
+    text = " ".join((REPO / "results" / "scaling" / "README.md").read_text().split())
+    for seed in range(5):
+        assert f"| {seed} | " + " | ".join(cell(steps[seed], final[seed]) for steps, final in columns) + " |" in text
+    one, two, eight, as_eight, sqrt, n5 = (steps for steps, _ in columns)
+    assert None not in one + two + eight + as_eight + n5 and sum(steps is not None for steps in sqrt) == 1
+    median = statistics.median
+
+    def ratio(steps):
+        return f"{median(steps):,.0f} ({median(steps) / median(one):.2f}x)"
+
+    assert (f"| median | **{median(one):,.0f}** | {ratio(two)} | **{ratio(eight)}** | **{ratio(as_eight)}** | "
+            f"1 of 5 reached 450 | {ratio(n5)} |") in text
+    p = {name: mannwhitneyu(a, b).pvalue for name, (a, b) in
+         {"8": (eight, one), "as8": (as_eight, one), "8-as8": (eight, as_eight), "n5": (n5, one),
+          "n5-as8": (n5, as_eight)}.items()}
+    assert (f"8 ranks {p['8']:.3f}, the 8-rank algorithm on one rank {p['as8']:.3f}, and the two against each other "
+            f"{p['8-as8']:.2f}; 5-step returns {p['n5']:.3f} against one rank, {p['n5-as8']:.2f} against the 8-rank "
+            "algorithm") in text
+    eight_ratio, as_eight_ratio = median(eight) / median(one), median(as_eight) / median(one)
+    assert f"8 ranks cost QR-DQN {eight_ratio:.2f}x one rank's env steps" in text
+    assert f"needs the same ({as_eight_ratio:.2f}x)" in text
+
+    c51_one, _ = column("cartpole_c51_runs", 1)
+    c51_eight, _ = column("cartpole_c51_8ranks_runs", 8)
+    for seed in range(5):
+        assert f"| {seed} | {c51_one[seed]:,} | {c51_eight[seed]:,} |" in text
+    c51_ratio, c51_p = median(c51_eight) / median(c51_one), mannwhitneyu(c51_eight, c51_one).pvalue
+    assert f"| median | **{median(c51_one):,.0f}** | **{median(c51_eight):,.0f} ({c51_ratio:.2f}x)** |" in text
+    assert f"Every run reached 450; Mann-Whitney's p = {c51_p:.3f}." in text
+    assert sum(later > earlier for later, earlier in zip(c51_eight, c51_one)) == 4
+
+    scaling_doc = " ".join((REPO / "docs" / "scaling.md").read_text().split())
+    assert (f"QR-DQN's preset needs {eight_ratio:.2f}x one rank's env steps at 8 ranks (p = {p['8']:.3f})"
+            in scaling_doc)
+    assert f"needs the same, {as_eight_ratio:.2f}x" in scaling_doc
+    assert f"5-step returns ({median(n5) / median(one):.2f}x)" in scaling_doc
+    assert f"C51's preset, with the same replay and rules, needs {c51_ratio:.2f}x at 8 ranks (p = {c51_p:.3f})" \
+        in scaling_doc
+    assert (f"| C51 **{c51_ratio:.2f}x**; QR-DQN **{eight_ratio:.2f}x** (its 8 times fewer updates, the cost one rank "
+            "pays too) | one rank | 5 | `results/scaling/` |") in README
+
+
 # The Munchausen DQN Breakout run ran alone on one core up to this many agent steps, then on both
 # (results/breakout_mdqn/README.md): its rate on one core is read from its log points up to here.
 MDQN_ONE_CORE_UNTIL = 417_752

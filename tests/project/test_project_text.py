@@ -594,6 +594,17 @@ def test_the_distributional_eight_rank_figures_recompute_from_the_raw_episodes()
     assert f"8 ranks cost QR-DQN {eight_ratio:.2f}x one rank's env steps" in text
     assert f"needs the same ({as_eight_ratio:.2f}x)" in text
 
+    larger = [column(f"cartpole_qrdqn_one_rank_as_eight_lr{factor}_runs", 1)[0] for factor in (16, 32)]
+    for seed in range(5):
+        assert f"| {seed} | {one[seed]:,} | {as_eight[seed]:,} | {larger[0][seed]:,} | {larger[1][seed]:,} |" in text
+    assert (f"| median | **{median(one):,.0f}** | {ratio(as_eight)} | {ratio(larger[0])} | **{ratio(larger[1])}** |"
+            in text)
+    assert (f"needs one rank's env steps ({median(larger[1]) / median(one):.2f}x; Mann-Whitney's p = "
+            f"{mannwhitneyu(larger[1], one).pvalue:.2f} against one rank, {mannwhitneyu(larger[1], as_eight).pvalue:.3f}"
+            " against the rule's step)") in text
+    assert (f"needed {median(larger[0]) / median(one):.2f}x and {median(larger[1]) / median(one):.2f}x. That is a "
+            "candidate fix") in " ".join((REPO / "docs" / "scaling.md").read_text().split())
+
     c51_one, _ = column("cartpole_c51_runs", 1)
     c51_eight, _ = column("cartpole_c51_8ranks_runs", 8)
     for seed in range(5):

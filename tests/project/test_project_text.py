@@ -515,8 +515,9 @@ def test_the_qrdqn_two_worker_time_to_dopamines_score_recomputes_from_the_runs_a
     score = round(dopamine_curve("breakout", "QR-DQN").mean(2), 1)
     assert score == 27.1
     atari = REPO / "results" / "atari"
-    one, two = (env_steps_to_target(read_run(str(atari / run))[1], score, 100)
-                for run in ("breakout_qrdqn_1rank_seed0", "breakout_qrdqn_seed0"))
+    episodes, episodes_two = (read_run(str(atari / run))[1]
+                              for run in ("breakout_qrdqn_1rank_seed0", "breakout_qrdqn_seed0"))
+    one, two = (env_steps_to_target(runs, score, 100) for runs in (episodes, episodes_two))
     report = json.loads((REPO / "results" / "throughput" / "two_workers" / "breakout_qrdqn.json").read_text())
     rate_one, rate_two = report["env_steps_per_s_1"], report["env_steps_per_s_2"]
     hours_one, hours_two = one / rate_one / 3600, two / rate_two / 3600
@@ -533,7 +534,6 @@ def test_the_qrdqn_two_worker_time_to_dopamines_score_recomputes_from_the_runs_a
              for run in ("breakout_qrdqn_1rank_seed0", "breakout_qrdqn_seed0")]
     assert (f"means over 0-250k and 250k-500k are {means[0][0]} and {means[0][1]} at 1 worker, {means[1][0]} and "
             f"{means[1][1]} at 2") in text
-    episodes = read_run(str(atari / "breakout_qrdqn_1rank_seed0"))[1]
     after = [episode for episode in episodes if episode[0] >= 100_000]
     speed = (after[-1][0] - after[0][0]) / (after[-1][2] - after[0][2])
     assert f"at {speed:.1f} agent steps per second of training from 100k on" in text
@@ -573,6 +573,7 @@ def test_the_distributional_eight_rank_figures_recompute_from_the_raw_episodes()
                column("cartpole_qrdqn_8ranks_runs", 8), column("cartpole_qrdqn_one_rank_as_eight_runs", 1),
                column("cartpole_qrdqn_one_rank_as_eight_sqrt_runs", 1), column("cartpole_qrdqn_one_rank_as_eight_n5_runs", 1)]
     text = " ".join((REPO / "results" / "scaling" / "README.md").read_text().split())
+    scaling_doc = " ".join((REPO / "docs" / "scaling.md").read_text().split())
     for seed in range(5):
         assert f"| {seed} | " + " | ".join(cell(steps[seed], final[seed]) for steps, final in columns) + " |" in text
     one, two, eight, as_eight, sqrt, n5 = (steps for steps, _ in columns)
@@ -603,7 +604,7 @@ def test_the_distributional_eight_rank_figures_recompute_from_the_raw_episodes()
             f"{mannwhitneyu(larger[1], one).pvalue:.2f} against one rank, {mannwhitneyu(larger[1], as_eight).pvalue:.3f}"
             " against the rule's step)") in text
     assert (f"needed {median(larger[0]) / median(one):.2f}x and {median(larger[1]) / median(one):.2f}x. That is a "
-            "candidate fix") in " ".join((REPO / "docs" / "scaling.md").read_text().split())
+            "candidate fix") in scaling_doc
 
     c51_one, _ = column("cartpole_c51_runs", 1)
     c51_eight, _ = column("cartpole_c51_8ranks_runs", 8)
@@ -614,7 +615,6 @@ def test_the_distributional_eight_rank_figures_recompute_from_the_raw_episodes()
     assert f"Every run reached 450; Mann-Whitney's p = {c51_p:.3f}." in text
     assert sum(later > earlier for later, earlier in zip(c51_eight, c51_one)) == 4
 
-    scaling_doc = " ".join((REPO / "docs" / "scaling.md").read_text().split())
     assert (f"QR-DQN's preset needs {eight_ratio:.2f}x one rank's env steps at 8 ranks (p = {p['8']:.3f})"
             in scaling_doc)
     assert f"needs the same, {as_eight_ratio:.2f}x" in scaling_doc

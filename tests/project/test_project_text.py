@@ -547,8 +547,9 @@ def test_the_qrdqn_two_worker_time_to_dopamines_score_recomputes_from_the_runs_a
     assert (f"| **{time_ratio:.2f}x**: {report['workers_speedup_2']:.2f}x the agent steps per second (the two cores "
             f"allow {report['corun_ceiling_2']:.2f}x) at {steps_ratio:.2f}x the agent steps | one worker | 1 / 1; "
             "4 rounds | `results/time_to_score/` |") in README
-    docs_row = (f"| Breakout to {score}, QR-DQN (Dopamine's preset; full runs' agent steps over the benchmark's speeds) "
-                f"| {{}}{time_ratio:.2f}x{{}} ({hours_two:.2f} h against {hours_one:.2f} h) | one seed | {steps_ratio:.2f}x | 1 |")
+    docs_row = (f"| Breakout to {score}, QR-DQN (Dopamine's preset; full runs' agent steps over the benchmark's "
+                f"speeds) | {{}}{time_ratio:.2f}x{{}} ({hours_two:.2f} h against {hours_one:.2f} h) | one seed | "
+                f"{steps_ratio:.2f}x | 1 |")
     assert docs_row.format("", "") in (REPO / "docs" / "scaling.md").read_text()
     assert docs_row.format("**", "**") in RESULTS_PAGE
 
@@ -571,7 +572,8 @@ def test_the_distributional_eight_rank_figures_recompute_from_the_raw_episodes()
 
     columns = [column("cartpole_qrdqn_runs", 1), column("cartpole_qrdqn_runs", 2),
                column("cartpole_qrdqn_8ranks_runs", 8), column("cartpole_qrdqn_one_rank_as_eight_runs", 1),
-               column("cartpole_qrdqn_one_rank_as_eight_sqrt_runs", 1), column("cartpole_qrdqn_one_rank_as_eight_n5_runs", 1)]
+               column("cartpole_qrdqn_one_rank_as_eight_sqrt_runs", 1),
+               column("cartpole_qrdqn_one_rank_as_eight_n5_runs", 1)]
     text = " ".join((REPO / "results" / "scaling" / "README.md").read_text().split())
     scaling_doc = " ".join((REPO / "docs" / "scaling.md").read_text().split())
     for seed in range(5):
@@ -601,8 +603,8 @@ def test_the_distributional_eight_rank_figures_recompute_from_the_raw_episodes()
     assert (f"| median | **{median(one):,.0f}** | {ratio(as_eight)} | {ratio(larger[0])} | **{ratio(larger[1])}** |"
             in text)
     assert (f"needs one rank's env steps ({median(larger[1]) / median(one):.2f}x; Mann-Whitney's p = "
-            f"{mannwhitneyu(larger[1], one).pvalue:.2f} against one rank, {mannwhitneyu(larger[1], as_eight).pvalue:.3f}"
-            " against the rule's step)") in text
+            f"{mannwhitneyu(larger[1], one).pvalue:.2f} against one rank, "
+            f"{mannwhitneyu(larger[1], as_eight).pvalue:.3f} against the rule's step)") in text
     assert (f"needed {median(larger[0]) / median(one):.2f}x and {median(larger[1]) / median(one):.2f}x. That is a "
             "candidate fix") in scaling_doc
 

@@ -173,7 +173,7 @@ def train_error_line(flags) -> str:
 
 
 # Where the CartPole presets of QR-DQN, IQN, C51 and M-DQN stand after LEARNS_ENV_STEPS env steps: the last 100
-# training episodes average 164.4 to 173.5 in the presets' runs of results/cartpole_qrdqn (quantiles10_seed*),
+# training episodes average 164.4 to 173.5 in the presets' runs of results/cartpole_qrdqn (quantiles10_lr4e-3_seed*),
 # cartpole_iqn (seed*), cartpole_c51 (atoms201_seed*) and cartpole_mdqn (preset_runs), seeds 0-2 each (random
 # play: 22). The suite checks that much learning,
 # with room for another CPU's rounding. Whether a preset solves CartPole (475, at 54k to 124k env steps) is the

@@ -281,6 +281,25 @@ def test_the_dopamine_preset_has_dopamines_protocol_and_hyperparameters():
     assert (config.network, config.conv_padding) == ("nature_cnn", "same")  # dopamine/jax/networks.py
 
 
+def test_the_minatar_distributional_presets_have_revisiting_rainbows_hyperparameters():
+    """JohanSamir/revisiting_rainbow, Configs/quantile_breakout.gin and rainbow_breakout.gin (Obando-Ceron and
+    Castro 2021), with google/dopamine's JaxDQNAgent defaults for the epsilon schedule; the network, the envs and
+    the game are the MinAtar DQN preset's."""
+    qrdqn, c51, dqn = _preset("minatar_qrdqn.flags"), _preset("minatar_c51.flags"), _preset("minatar.flags")
+    for config in (qrdqn, c51):
+        assert (config.env_id, config.network, config.clip_rewards) == (dqn.env_id, dqn.network, dqn.clip_rewards)
+        assert (config.optimizer, config.learning_rate, config.adam_epsilon, config.max_grad_norm) == \
+            ("adam", 1e-4, 3.125e-4, 0.0)
+        assert (config.batch_size, config.train_frequency, config.gamma, config.n_step) == (32, 4, 0.99, 3)
+        assert config.target_update_period * config.train_frequency == 1_000  # agent steps, as the gins count
+        assert (config.learning_starts, config.replay_capacity) == (1_000, 100_000)
+        assert (config.epsilon_start, config.epsilon_end, config.epsilon_decay_env_steps) == (1.0, 0.01, 250_000)
+        assert not (config.double_dqn or config.dueling or config.noisy_nets)
+    assert (qrdqn.agent, qrdqn.num_quantiles, qrdqn.kappa, qrdqn.prioritized_replay) == ("qrdqn", 51, 1.0, False)
+    assert (c51.agent, c51.num_atoms, c51.v_max, c51.prioritized_replay) == ("c51", 51, 100.0, True)
+    assert (c51.priority_alpha, c51.priority_beta_start, c51.priority_beta_end) == (0.5, 0.5, 0.5)
+
+
 def test_the_best_breakout_preset_keeps_dopamines_environment_protocol_and_compute():
     best, dopamine = _preset("breakout_best.flags"), _preset("breakout_dopamine.flags")
     protocol = ("env_id", "repeat_action_probability", "noop_max", "fire_reset", "terminal_on_life_loss",

@@ -605,8 +605,8 @@ def test_the_distributional_eight_rank_figures_recompute_from_the_raw_episodes()
     assert (f"needs one rank's env steps ({median(larger[1]) / median(one):.2f}x; Mann-Whitney's p = "
             f"{mannwhitneyu(larger[1], one).pvalue:.2f} against one rank, "
             f"{mannwhitneyu(larger[1], as_eight).pvalue:.3f} against the rule's step)") in text
-    assert (f"needed {median(larger[0]) / median(one):.2f}x and {median(larger[1]) / median(one):.2f}x. That is a "
-            "candidate fix") in scaling_doc
+    assert (f"needed {median(larger[0]) / median(one):.2f}x and {median(larger[1]) / median(one):.2f}x. C51's preset"
+            in scaling_doc)
 
     c51_one, _ = column("cartpole_c51_runs", 1)
     c51_eight, _ = column("cartpole_c51_8ranks_runs", 8)
@@ -623,8 +623,75 @@ def test_the_distributional_eight_rank_figures_recompute_from_the_raw_episodes()
     assert f"5-step returns ({median(n5) / median(one):.2f}x)" in scaling_doc
     assert f"C51's preset, with the same replay and rules, needs {c51_ratio:.2f}x at 8 ranks (p = {c51_p:.3f})" \
         in scaling_doc
-    assert (f"| C51 **{c51_ratio:.2f}x**; QR-DQN **{eight_ratio:.2f}x** (its 8 times fewer updates, the cost one rank "
-            "pays too) | one rank | 5 | `results/scaling/` |") in README
+    assert f"{eight_ratio:.2f}x at DQN's (p = {p['8']:.3f})" in README
+
+
+def test_qrdqns_own_step_size_figures_recompute_from_the_raw_episodes():
+    """results/scaling/README.md's table of QR-DQN's CartPole preset at its own step size (Adam at 0.004) at 1, 2
+    and 8 ranks beside DQN's step (env steps to 450, seeds 0-4): every cell from the runs' episodes.csv, the
+    medians, ratios and p-values, the preset's flags, and the sentences of docs/scaling.md, docs/results.md,
+    results/cartpole_qrdqn/README.md and the README that quote them."""
+    from scipy.stats import mannwhitneyu
+
+    from hvd_dqn.reports.score import env_steps_to_target, final_return, read_run
+
+    def column(folder: str, ranks: int):
+        runs = _runs_episodes(folder, ranks)[:5]
+        assert len(runs) == 5
+        return [env_steps_to_target(run, 450, 100) for run in runs]
+
+    small = [column("cartpole_qrdqn_runs", 1), column("cartpole_qrdqn_runs", 2),
+             column("cartpole_qrdqn_8ranks_runs", 8)]
+    own = [column("cartpole_qrdqn_lr4e-3_runs", ranks) for ranks in (1, 2, 8)]
+    assert None not in sum(small + own, [])
+    for runs in _runs_episodes("cartpole_qrdqn_lr4e-3_runs", 1) + _runs_episodes("cartpole_qrdqn_lr4e-3_runs", 8):
+        assert len(runs) > 100
+    study = json.loads((REPO / "results" / "scaling" / "cartpole_qrdqn_lr4e-3.json").read_text())
+    assert study["extra_flags"] == ["--learning_rate=0.004", "--learning_rate_end=0.0004"]
+    assert study["ranks"] == [1, 2, 8]
+    preset = (REPO / "configs" / "cartpole_qrdqn.flags").read_text().splitlines()
+    assert "--learning_rate=0.004" in preset and "--learning_rate_end=0.0004" in preset
+
+    text = " ".join((REPO / "results" / "scaling" / "README.md").read_text().split())
+    for seed in range(5):
+        assert f"| {seed} | " + " | ".join(f"{column_[seed]:,}" for column_ in small + own) + " |" in text
+    median = statistics.median
+
+    def ratio(steps, one):
+        return f"{median(steps):,.0f} ({median(steps) / median(one):.2f}x)"
+
+    assert (f"| median | {median(small[0]):,.0f} | {ratio(small[1], small[0])} | {ratio(small[2], small[0])} | "
+            f"**{median(own[0]):,.0f}** | **{ratio(own[1], own[0])}** | **{ratio(own[2], own[0])}** |") in text
+    p = [mannwhitneyu(steps, own[0]).pvalue for steps in own[1:]]
+    p_step = [mannwhitneyu(a, b).pvalue for a, b in zip(own, small)]
+    assert (f"2 ranks {p[0]:.2f}, 8 ranks {p[1]:.2f}; against DQN's step at the same rank count: one rank "
+            f"{p_step[0]:.2f}, 2 ranks {p_step[1]:.3f}, 8 ranks {p_step[2]:.3f}.") in text
+    two, eight = median(own[1]) / median(own[0]), median(own[2]) / median(own[0])
+    one_gain = median(own[0]) / median(small[0])
+    assert f"8 ranks need {eight:.2f}x one rank's env steps and 2 ranks {two:.2f}x" in text
+    assert (f"and {median(own[2]) / median(small[0]):.2f}x what one rank needed at DQN's step "
+            f"(p = {mannwhitneyu(own[2], small[0]).pvalue:.2f})") in text
+    assert f"{one_gain:.2f}x its env steps at DQN's step (p = {p_step[0]:.2f}" in text
+
+    scaling_doc = " ".join((REPO / "docs" / "scaling.md").read_text().split())
+    assert (f"one rank needs {one_gain:.2f}x its env steps at DQN's step (p = {p_step[0]:.2f}), and under the "
+            f"unchanged linear rule 2 ranks need {two:.2f}x and 8 ranks {eight:.2f}x") in scaling_doc
+    assert (f"| the preset (Adam at 0.004) | {median(own[0]):,.0f} | {ratio(own[1], own[0])} | "
+            f"{ratio(own[2], own[0])} |") in scaling_doc
+    assert (f"| at DQN's step size (0.001) | {median(small[0]):,.0f} | {ratio(small[1], small[0])} | "
+            f"{ratio(small[2], small[0])} |") in scaling_doc
+
+    # the preset's runs to 475 (results/cartpole_qrdqn/), in its README's table and docs/results.md's
+    folder = REPO / "results" / "cartpole_qrdqn"
+    to_475 = []
+    for seed in range(3):
+        _, episodes = read_run(str(folder / f"quantiles10_lr4e-3_seed{seed}"))
+        to_475.append(env_steps_to_target(episodes, 475, 100))
+        assert (f"| `quantiles10_lr4e-3_seed{seed}` | 10 | (the preset) | {seed} | 150,000 | {to_475[-1]:,} | "
+                f"{final_return(episodes, 100):.1f} |") in (folder / "README.md").read_text()
+    assert (f"| QR-DQN | `cartpole_qrdqn.flags` (10 quantiles, Adam at 0.004) | "
+            + " / ".join(f"{steps:,}" for steps in to_475) + f" | {median(to_475):,} |") in RESULTS_PAGE
+    assert f"QR-DQN **{eight:.2f}x** at its own step size (0.004)" in README
 
 
 # The Munchausen DQN Breakout run ran alone on one core up to this many agent steps, then on both

@@ -547,6 +547,8 @@ def test_the_qrdqn_two_worker_time_to_dopamines_score_recomputes_from_the_runs_a
     assert (f"| **{time_ratio:.2f}x**: {report['workers_speedup_2']:.2f}x the agent steps per second (the two cores "
             f"allow {report['corun_ceiling_2']:.2f}x) at {steps_ratio:.2f}x the agent steps | one worker | 1 / 1; "
             "4 rounds | `results/time_to_score/` |") in README
+    front = " ".join(README.split())
+    assert f"reach Dopamine's QR-DQN score on Breakout in {time_ratio:.2f}x one worker's wall time" in front
     docs_row = (f"| Breakout to {score}, QR-DQN (Dopamine's preset; full runs' agent steps over the benchmark's "
                 f"speeds) | {{}}{time_ratio:.2f}x{{}} ({hours_two:.2f} h against {hours_one:.2f} h) | one seed | "
                 f"{steps_ratio:.2f}x | 1 |")
@@ -692,6 +694,8 @@ def test_qrdqns_own_step_size_figures_recompute_from_the_raw_episodes():
     assert (f"| QR-DQN | `cartpole_qrdqn.flags` (10 quantiles, Adam at 0.004) | "
             + " / ".join(f"{steps:,}" for steps in to_475) + f" | {median(to_475):,} |") in RESULTS_PAGE
     assert f"QR-DQN **{eight:.2f}x** at its own step size (0.004)" in README
+    front = " ".join(README.split())
+    assert f"at 8 ranks its CartPole preset needs {eight:.2f}x one rank's env steps to a score" in front
 
 
 # The Munchausen DQN Breakout run ran alone on one core up to this many agent steps, then on both

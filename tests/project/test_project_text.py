@@ -698,6 +698,54 @@ def test_qrdqns_own_step_size_figures_recompute_from_the_raw_episodes():
     assert f"at 8 ranks its CartPole preset needs {eight:.2f}x one rank's env steps to a score" in front
 
 
+def test_the_distributional_minatar_figures_recompute_from_the_raw_episodes():
+    """results/scaling/README.md's table of QR-DQN and C51 on MinAtar Breakout at 1, 2 and 8 ranks (env steps to 5,
+    seeds 0-2): every cell from the runs' episodes.csv, the medians and ratios, the p-values, the studies' JSON, and
+    the rows of docs/scaling.md and the README that quote them."""
+    from scipy.stats import mannwhitneyu
+
+    from hvd_dqn.reports.score import env_steps_to_target
+
+    def column(agent: str, ranks: int):
+        runs = _runs_episodes(f"minatar_{agent}_runs", ranks)
+        assert len(runs) == 3
+        return [env_steps_to_target(run, 5, 100) for run in runs]
+
+    steps = {agent: {ranks: column(agent, ranks) for ranks in (1, 2, 8)} for agent in ("qrdqn", "c51")}
+    assert None not in [run for agent in steps.values() for column_ in agent.values() for run in column_]
+    median = statistics.median
+    text = " ".join((REPO / "results" / "scaling" / "README.md").read_text().split())
+    for seed in range(3):
+        assert (f"| {seed} | " + " | ".join(f"{steps[agent][ranks][seed]:,}" for agent in ("qrdqn", "c51")
+                                           for ranks in (1, 2, 8)) + " |") in text
+
+    def ratio(agent, ranks):
+        return median(steps[agent][ranks]) / median(steps[agent][1])
+
+    def cell(agent, ranks):
+        return f"{median(steps[agent][ranks]):,.0f} ({ratio(agent, ranks):.2f}x)"
+
+    assert (f"| median | **{median(steps['qrdqn'][1]):,.0f}** | {cell('qrdqn', 2)} | **{cell('qrdqn', 8)}** | "
+            f"**{median(steps['c51'][1]):,.0f}** | {cell('c51', 2)} | **{cell('c51', 8)}** |") in text
+    worst = max(steps[agent][8][seed] / steps[agent][1][seed] for agent in steps for seed in range(3))
+    p = {agent: mannwhitneyu(steps[agent][8], steps[agent][1]).pvalue for agent in steps}
+    assert (f"QR-DQN needs {ratio('qrdqn', 2):.2f}x at 2 ranks and {ratio('qrdqn', 8):.2f}x at 8 ranks, C51 "
+            f"{ratio('c51', 2):.2f}x and {ratio('c51', 8):.2f}x, one rank's median env steps, every seed of 8 ranks "
+            f"at most {worst:.2f}x its one rank's same seed") in text
+    assert f"QR-DQN's 8 ranks against one {p['qrdqn']:.2f}, C51's {p['c51']:.2f})" in text
+    for agent in steps:
+        study = json.loads((REPO / "results" / "scaling" / f"minatar_{agent}.json").read_text())
+        assert study["flagfile"] == f"configs/minatar_{agent}.flags" and study["extra_flags"] == []
+        assert [row["median_env_steps_to_target"] for row in study["summary"]] == \
+            [median(steps[agent][ranks]) for ranks in (1, 2, 8)]
+    scaling_doc = (REPO / "docs" / "scaling.md").read_text()
+    for agent, name in (("qrdqn", "QR-DQN"), ("c51", "C51")):
+        assert (f"| {name}, MinAtar Breakout | {median(steps[agent][1]):,.0f} | {cell(agent, 2)} | {cell(agent, 8)} | "
+                f"`minatar_{agent}.json` |") in scaling_doc
+    assert (f"| QR-DQN **{ratio('qrdqn', 8):.2f}x**, C51 **{ratio('c51', 8):.2f}x** | one rank | 3 | "
+            "`results/scaling/` |") in README
+
+
 # The Munchausen DQN Breakout run ran alone on one core up to this many agent steps, then on both
 # (results/breakout_mdqn/README.md): its rate on one core is read from its log points up to here.
 MDQN_ONE_CORE_UNTIL = 417_752

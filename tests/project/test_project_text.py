@@ -390,6 +390,16 @@ def _runs_episodes(folder: str, ranks: int):
     return [read_run(str(run))[1] for run in sorted((REPO / "results" / "scaling" / folder).glob(f"np{ranks}_seed*"))]
 
 
+def _env_steps_to(folder: str, ranks: int, target: float, seeds: int):
+    """The env steps at which each of the first `seeds` kept runs of `ranks` ranks in results/scaling/`folder`
+    first averaged `target` over 100 training episodes (None for a run that never did)."""
+    from hvd_dqn.reports.score import env_steps_to_target
+
+    runs = _runs_episodes(folder, ranks)[:seeds]
+    assert len(runs) == seeds
+    return [env_steps_to_target(run, target, 100) for run in runs]
+
+
 def test_the_scaling_readmes_qrdqn_figures_at_450_recompute_from_the_raw_episodes():
     """results/scaling/README.md's table of QR-DQN's env steps to 450 on CartPole: each column's median and its
     ratio from the runs' own episodes.csv, and the p-values of the sentences below it."""
@@ -638,9 +648,7 @@ def test_qrdqns_own_step_size_figures_recompute_from_the_raw_episodes():
     from hvd_dqn.reports.score import env_steps_to_target, final_return, read_run
 
     def column(folder: str, ranks: int):
-        runs = _runs_episodes(folder, ranks)[:5]
-        assert len(runs) == 5
-        return [env_steps_to_target(run, 450, 100) for run in runs]
+        return _env_steps_to(folder, ranks, 450, 5)
 
     small = [column("cartpole_qrdqn_runs", 1), column("cartpole_qrdqn_runs", 2),
              column("cartpole_qrdqn_8ranks_runs", 8)]
@@ -702,14 +710,10 @@ def test_the_distributional_minatar_figures_recompute_from_the_raw_episodes():
     the rows of docs/scaling.md and the README that quote them."""
     from scipy.stats import mannwhitneyu
 
-    from hvd_dqn.reports.score import env_steps_to_target
-
-    def column(agent: str, ranks: int):
-        runs = _runs_episodes(f"minatar_{agent}_runs", ranks)
-        assert len(runs) == 3
-        return [env_steps_to_target(run, 5, 100) for run in runs]
-
-    steps = {agent: {ranks: column(agent, ranks) for ranks in (1, 2, 8)} for agent in ("qrdqn", "c51")}
+    steps = {agent: {ranks: _env_steps_to(f"minatar_{agent}_runs", ranks, 5, 3) for ranks in (1, 2, 8)}
+             for agent in ("qrdqn", "c51")}
+    for agent in steps:  # three seeds at each of 1, 2 and 8 ranks, no more
+        assert len(list((REPO / "results" / "scaling" / f"minatar_{agent}_runs").glob("np*_seed*"))) == 9
     assert None not in [run for agent in steps.values() for column_ in agent.values() for run in column_]
     median = statistics.median
     text = " ".join((REPO / "results" / "scaling" / "README.md").read_text().split())

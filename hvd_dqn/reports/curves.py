@@ -7,10 +7,12 @@ Each positional argument is one curve, `[label=]logdir[,logdir...]`. The target 
 line: --target, or the runs' own --stop_at_train_return where they share one.
 
 A run's <logdir>/episodes.csv holds every finished training episode (env steps and frames at its end, rank,
-env, raw return). A curve is the return of the last `window` episodes, taken at evenly spaced points of
-env frames, for each member of a group, then the mean over the group and its range (min to max):
-- one logdir: the group is its ranks (how differently the ranks' envs fared);
-- several logdirs in one curve (seeds of one setting): the group is the runs, each run's ranks pooled.
+env, raw return). A curve is taken at evenly spaced points of env frames:
+- one logdir: the line is the mean return of the run's last `window` episodes, its ranks' pooled (the figure
+  `hvd_dqn.reports.score` reports, so runs of different rank counts compare at the same episodes); the band is the
+  range over its ranks, each rank's last window / ranks episodes (how differently the ranks' envs fared);
+- several logdirs in one curve (seeds of one setting): the line is the mean over the runs of each run's last
+  `window` episodes, its ranks pooled, and the band their range.
 Evaluation returns (metrics.csv, eval_return_mean) are drawn as markers.
 """
 from __future__ import annotations
@@ -151,20 +153,34 @@ def make_curve(label: str, runs: List[RunLog], window: int, num_points: int = 20
     end = max(run.final_frames for run in runs)
     points = np.linspace(0.0, end, num_points)
     if len(runs) == 1:
+        # Each rank's own last `window` episodes would span `ranks` times the env steps of one rank's run and lag
+        # behind it; the pooled window and each rank's share of it span the same env steps at any rank count.
         run = runs[0]
-        members = [(run.episode_frames[run.episode_ranks == rank], run.episode_returns[run.episode_ranks == rank],
-                    run.final_frames) for rank in np.unique(run.episode_ranks)]
-        group = "ranks"
+        ranks = np.unique(run.episode_ranks)
+        rank_window = max(1, -(-window // max(len(ranks), 1)))
+        values = _trailing_means([(run.episode_frames[run.episode_ranks == rank],
+                                   run.episode_returns[run.episode_ranks == rank], run.final_frames)
+                                  for rank in ranks], points, rank_window)
+        pooled = trailing_mean(run.episode_frames, run.episode_returns, points, window, run.final_frames)
+        group, group_size = "ranks", len(ranks)
     else:
-        members = [(run.episode_frames, run.episode_returns, run.final_frames) for run in runs]
-        group = "runs"
-    values = np.stack([trailing_mean(ends, returns, points, window, last) for ends, returns, last in members]) \
-        if members else np.full((1, num_points), np.nan)
+        values = _trailing_means([(run.episode_frames, run.episode_returns, run.final_frames) for run in runs],
+                                 points, window)
+        pooled, group, group_size = None, "runs", len(runs)
     with warnings.catch_warnings():  # all-NaN columns (before any episode ended) stay NaN quietly
         warnings.simplefilter("ignore", category=RuntimeWarning)
         mean, low, high = np.nanmean(values, 0), np.nanmin(values, 0), np.nanmax(values, 0)
-    return Curve(label, points, mean, low, high, group, len(members),
+    if pooled is not None:
+        mean = pooled
+    return Curve(label, points, mean, low, high, group, group_size,
                  [run.eval_frames for run in runs], [run.eval_returns for run in runs])
+
+
+def _trailing_means(members, points: np.ndarray, window: int) -> np.ndarray:
+    """One row per (episode ends, returns, last frame) member: its trailing means at `points`."""
+    if not members:
+        return np.full((1, len(points)), np.nan)
+    return np.stack([trailing_mean(ends, returns, points, window, last) for ends, returns, last in members])
 
 
 def parse_curve_argument(argument: str):

@@ -26,12 +26,27 @@ def test_one_run_bands_over_its_ranks(tmp_path):
     loaded = load_run(logdir)
     assert loaded.frames_per_step == 4 and loaded.final_frames == 800
     np.testing.assert_array_equal(loaded.eval_frames, [800]) and np.testing.assert_array_equal(loaded.eval_returns, [-15])
-    curve = make_curve("pong", [loaded], window=1, num_points=5)  # points 0, 200, 400, 600, 800 frames
+    curve = make_curve("pong", [loaded], window=2, num_points=5)  # points 0, 200, 400, 600, 800 frames
     assert curve.group == "ranks" and curve.group_size == 2
-    # At 600 frames rank 0's episode ending at 600 counts; rank 1's, at 640, does not yet.
+    # The line: the run's last 2 episodes, both ranks' pooled. At 600 frames rank 0's episode ending at 600
+    # counts; rank 1's, at 640, does not yet.
     np.testing.assert_allclose(curve.mean, [np.nan, -21.0, -20.0, -18.0, -15.0])
+    # The band: each rank's last 2 / 2 = 1 episode.
     np.testing.assert_allclose(curve.low, [np.nan, -21.0, -21.0, -19.0, -17.0])
     np.testing.assert_allclose(curve.high, [np.nan, -21.0, -19.0, -17.0, -13.0])
+
+
+def test_one_runs_line_is_its_ranks_pooled_episodes_so_rank_counts_compare(tmp_path):
+    # 4 ranks, each ending one episode every 100 env steps of the job, returns rising by 1 per episode of the job:
+    # the last 4 episodes of the job are the last 4 returns whatever the rank count, where each rank's own last 4
+    # episodes would reach back 16 episodes of the job.
+    episodes = [(100 * (index + 1), index % 4, float(index)) for index in range(16)]
+    curve = make_curve("four", [load_run(write_run(tmp_path / "run", "CartPole-v1", episodes, [], 1600))],
+                       window=4, num_points=2)  # points 0 and 1,600 env steps (CartPole: one frame per step)
+    assert curve.group_size == 4
+    np.testing.assert_allclose(curve.mean, [np.nan, (12.0 + 13.0 + 14.0 + 15.0) / 4])
+    # The band: each rank's last 4 / 4 = 1 episode, ranks 0-3 ending on 12, 13, 14 and 15.
+    np.testing.assert_allclose(curve.low, [np.nan, 12.0]) and np.testing.assert_allclose(curve.high, [np.nan, 15.0])
 
 
 def test_several_runs_band_over_runs_and_stop_where_each_run_ends(tmp_path):

@@ -849,3 +849,71 @@ def test_the_two_worker_qrdqn_benchmark_recomputes_from_its_runs_and_the_text_qu
     assert f"| Breakout, QR-DQN (Dopamine's) {short}" in RESULTS_PAGE
     # The runs were timed in both orders: rounds 2 and 4 ran the lone runs first and one worker last.
     assert [run["workers"] for run in report["runs"]] == [1, 2, 2, 1, 1, 2, 2, 1]
+
+
+def test_qrdqns_eight_rank_breakout_figures_recompute_from_the_raw_episodes_and_the_cost_model():
+    """QR-DQN at 8 ranks on Breakout (results/atari/breakout_qrdqn_8ranks_seed0/): the agent steps to Dopamine's
+    QR-DQN score (27.1) and the window means of the 1-, 2- and 8-rank runs from their episodes.csv, the cost model's
+    report priced with them (the agent steps it was given are the runs' own), and every text that quotes them: the
+    run's README, results/cost_model/README.md, docs/scaling.md, docs/gpus.md, docs/results.md and the README."""
+    from hvd_dqn.baselines import dopamine_curve
+    from hvd_dqn.reports.curves import window_means
+    from hvd_dqn.reports.score import env_steps_to_target, last_episodes, read_run
+
+    score = round(dopamine_curve("breakout", "QR-DQN").mean(2), 1)
+    atari = REPO / "results" / "atari"
+    names = ("breakout_qrdqn_8ranks_seed0", "breakout_qrdqn_seed0", "breakout_qrdqn_1rank_seed0")
+    episodes = {name: read_run(str(atari / name))[1] for name in names}
+    eight, two, one = (env_steps_to_target(episodes[name], score, 100) for name in names)
+    config = json.loads((atari / names[0] / "config.json").read_text())
+    assert (config["agent"], config["num_quantiles"], config["learning_rate"], config["rank_scaling"]) == (
+        "qrdqn", 200, 5e-05, "batch")  # the preset's, under the default rule
+    with open(atari / names[0] / "episodes.csv", newline="") as handle:
+        assert {row["rank"] for row in csv.DictReader(handle)} == {str(rank) for rank in range(8)}
+    means = {name: [round(window.mean_return, 1) for window in window_means(str(atari / name), 250_000)[:2]]
+             for name in names}
+    run_readme = " ".join((atari / names[0] / "README.md").read_text().split())
+    for window, label in enumerate(("0k-250k", "250k-500k")):
+        assert (f"| {label} | {means[names[0]][window]} | {means[names[1]][window]} | {means[names[2]][window]} | "
+                f"{_published_text(dopamine_curve('breakout', 'QR-DQN'), window)} |") in run_readme
+    ratio = eight / one
+    assert (f"first averaged Dopamine's QR-DQN mean over 500k-750k, {score}, at **{eight:,}** agent steps: "
+            f"**{ratio:.2f}x** the 1-rank run's {one:,} and {eight / two:.2f}x the 2-rank run's {two:,}") in run_readme
+    assert ratio <= 1.25  # the target at 8 ranks
+    assert f"These files hold its first {episodes[names[0]][-1][0]:,} agent steps" in run_readme
+    assert f"over its last 100 episodes here the run averages {last_episodes(episodes[names[0]], 100)[0]:.1f}" \
+        in run_readme
+
+    report = json.loads((REPO / "results" / "cost_model" / "gpu_paper_breakout_qrdqn_to_score.json").read_text())
+    rows = {row["workers"]: row for row in report["rows"] if row["rank_scaling"] == "batch"}
+    assert (rows[1]["env_steps_to_score"], rows[8]["env_steps_to_score"]) == (one, eight)
+    assert report["update_cost_ratio"] == 1.98 and report["agent"] == "qrdqn"
+    minutes = {workers: rows[workers]["seconds_to_score"] / 60 for workers in (1, 8, 16)}
+    speedup = rows[8]["speedup_to_score"]
+    assert speedup == round(rows[8]["env_steps_per_s"] / rows[1]["env_steps_per_s"] / ratio, 2)
+    model_readme = (REPO / "results" / "cost_model" / "README.md").read_text()
+    assert (f"| 8 (1 node) | {eight:,} | {ratio:.2f}x | {rows[8]['env_steps_per_s']:,.0f} | {minutes[8]:.2f} | "
+            f"**{speedup:.2f}x** | 8 ranks, measured (1 seed) |") in model_readme
+    assert f"| 1 | {one:,} | 1.00x | {rows[1]['env_steps_per_s']:,.0f} | {minutes[1]:.2f} | 1.00x |" in model_readme
+    assert (f"| 16 (2 nodes) | {rows[16]['env_steps_to_score']:,.0f} | {rows[16]['env_steps_ratio']:.2f}x | "
+            f"{rows[16]['env_steps_per_s']:,.0f} | {minutes[16]:.2f} | {rows[16]['speedup_to_score']:.2f}x |"
+            ) in model_readme
+
+    scaling_doc = " ".join((REPO / "docs" / "scaling.md").read_text().split())
+    assert (f"27.1, at {eight:,} agent steps: **{ratio:.2f}x** the 1-rank run's {one:,} (and {eight / two:.2f}x the "
+            f"2-rank run's {two:,}). Its 250k-500k mean, {means[names[0]][1]}, is above the 1-rank run's "
+            f"{means[names[2]][1]}") in scaling_doc
+    gpus_doc = " ".join((REPO / "docs" / "gpus.md").read_text().split())
+    assert (f"in {minutes[1]:.2f} minutes with the {one:,} agent steps one rank needed, 8 H200s in {minutes[8]:.2f} "
+            f"minutes with the {eight:,} that 8 CPU ranks") in gpus_doc and f"**{speedup:.2f}x**" in gpus_doc
+    results_page = " ".join(RESULTS_PAGE.split())
+    assert (f"Dopamine's QR-DQN score of 27.1 first at {eight:,} agent steps, **{ratio:.2f}x** one rank's {one:,}. "
+            f"On paper that puts 8 H200s at {minutes[8]:.2f} minutes to the score against one's {minutes[1]:.2f}, "
+            f"**{speedup:.2f}x**") in results_page
+    assert (f"| **{ratio:.2f}x** ({eight:,} against {one:,}; 250k-500k mean {means[names[0]][1]} against "
+            f"{means[names[2]][1]}) | one rank | 1 / 1 | `results/atari/{names[0]}/` |"
+            ) in _reach_row("8 ranks against one, QR-DQN on Breakout")
+    assert f"| **{speedup:.2f}x** ({minutes[8]:.2f} against {minutes[1]:.2f} minutes) |" in _reach_row("on paper")
+    front = " ".join(README.split())
+    assert (f"reached that score at {ratio:.2f}x one rank's agent steps (one seed each, `results/atari/{names[0]}/`), "
+            f"so on paper 8 H200s reach it in {speedup:.2f}x less time than one") in front

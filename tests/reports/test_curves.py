@@ -25,7 +25,8 @@ def test_one_run_bands_over_its_ranks(tmp_path):
                         [(50, 0, -21), (60, 1, -19), (150, 0, -17), (160, 1, -13)], [(200, -15.0)], 200)
     loaded = load_run(logdir)
     assert loaded.frames_per_step == 4 and loaded.final_frames == 800
-    np.testing.assert_array_equal(loaded.eval_frames, [800]) and np.testing.assert_array_equal(loaded.eval_returns, [-15])
+    np.testing.assert_array_equal(loaded.eval_frames, [800])
+    np.testing.assert_array_equal(loaded.eval_returns, [-15])
     curve = make_curve("pong", [loaded], window=2, num_points=5)  # points 0, 200, 400, 600, 800 frames
     assert curve.group == "ranks" and curve.group_size == 2
     # The line: the run's last 2 episodes, both ranks' pooled. At 600 frames rank 0's episode ending at 600
@@ -46,7 +47,8 @@ def test_one_runs_line_is_its_ranks_pooled_episodes_so_rank_counts_compare(tmp_p
     assert curve.group_size == 4
     np.testing.assert_allclose(curve.mean, [np.nan, (12.0 + 13.0 + 14.0 + 15.0) / 4])
     # The band: each rank's last 4 / 4 = 1 episode, ranks 0-3 ending on 12, 13, 14 and 15.
-    np.testing.assert_allclose(curve.low, [np.nan, 12.0]) and np.testing.assert_allclose(curve.high, [np.nan, 15.0])
+    np.testing.assert_allclose(curve.low, [np.nan, 12.0])
+    np.testing.assert_allclose(curve.high, [np.nan, 15.0])
 
 
 def test_several_runs_band_over_runs_and_stop_where_each_run_ends(tmp_path):

@@ -860,7 +860,8 @@ def test_qrdqns_eight_rank_breakout_figures_recompute_from_the_raw_episodes_and_
     from hvd_dqn.reports.curves import window_means
     from hvd_dqn.reports.score import env_steps_to_target, last_episodes, read_run
 
-    score = round(dopamine_curve("breakout", "QR-DQN").mean(2), 1)
+    dopamine = dopamine_curve("breakout", "QR-DQN")
+    score = round(dopamine.mean(2), 1)
     atari = REPO / "results" / "atari"
     names = ("breakout_qrdqn_8ranks_seed0", "breakout_qrdqn_seed0", "breakout_qrdqn_1rank_seed0")
     episodes = {name: read_run(str(atari / name))[1] for name in names}
@@ -870,15 +871,14 @@ def test_qrdqns_eight_rank_breakout_figures_recompute_from_the_raw_episodes_and_
         "qrdqn", 200, 5e-05, "batch")  # the preset's, under the default rule
     with open(atari / names[0] / "episodes.csv", newline="") as handle:
         assert {row["rank"] for row in csv.DictReader(handle)} == {str(rank) for rank in range(8)}
-    # A window's cell is its mean if the run trained through it, a dash if it ended inside or before it.
-    cells = {name: [f"{window.mean_return:.1f}" if window.complete else "—"
-                    for window in window_means(str(atari / name), 250_000)] + ["—"] * 4 for name in names}
+    # Each run's means over the windows it trained through; the table shows a dash past a run's end.
+    means = {name: [round(window.mean_return, 1) for window in window_means(str(atari / name), 250_000)
+                    if window.complete] for name in names}
+    assert [len(means[name]) for name in names] == [4, 4, 2]  # 8 and 2 ranks trained 1M agent steps, one rank 526k
     run_readme = " ".join((atari / names[0] / "README.md").read_text().split())
     for window, label in enumerate(("0k-250k", "250k-500k", "500k-750k", "750k-1M")):
-        assert (f"| {label} | {cells[names[0]][window]} | {cells[names[1]][window]} | {cells[names[2]][window]} | "
-                f"{_published_text(dopamine_curve('breakout', 'QR-DQN'), window)} |") in run_readme
-    means = {name: [float(cell) for cell in cells[name] if cell != "—"] for name in names}
-    assert len(means[names[0]]) == 4 and len(means[names[2]]) == 2  # 8 ranks trained 1M agent steps, one rank 526k
+        cells = [str(means[name][window]) if window < len(means[name]) else "—" for name in names]
+        assert f"| {label} | {' | '.join(cells)} | {_published_text(dopamine, window)} |" in run_readme
     ratio = eight / one
     assert (f"first averaged Dopamine's QR-DQN mean over 500k-750k, {score}, at **{eight:,}** agent steps: "
             f"**{ratio:.2f}x** the 1-rank run's {one:,} and {eight / two:.2f}x the 2-rank run's {two:,}") in run_readme
@@ -886,9 +886,9 @@ def test_qrdqns_eight_rank_breakout_figures_recompute_from_the_raw_episodes_and_
     assert f"`episodes.csv` ends with the last episode finished, at {episodes[names[0]][-1][0]:,}." in run_readme
     # The 750k-1M half of the target: at or above the lowest of Dopamine's five seeds; missed on this seed, by less
     # than the window's standard error, and every text says so.
-    lowest = round(dopamine_curve("breakout", "QR-DQN").low(3), 1)
-    last = [episode[1] for episode in episodes[names[0]] if 750_000 < episode[0] <= 1_000_000]
-    standard_error = statistics.stdev(last) / len(last) ** 0.5
+    lowest = round(dopamine.low(3), 1)
+    last = [episode for episode in episodes[names[0]] if 750_000 < episode[0] <= 1_000_000]
+    _, standard_error, _ = last_episodes(last, len(last))
     eight_last, two_last = means[names[0]][3], means[names[1]][3]
     assert eight_last < lowest and lowest - eight_last < standard_error
     assert (f"**750k-1M: {eight_last}, {lowest - eight_last:.1f} under the lowest of Dopamine's five QR-DQN seeds "
@@ -928,7 +928,7 @@ def test_qrdqns_eight_rank_breakout_figures_recompute_from_the_raw_episodes_and_
             f"QR-DQN seeds ({lowest}) and {two_last - eight_last:.1f} under the 2-rank run's {two_last}, with a "
             f"standard error of {standard_error:.2f}") in scaling_doc
     assert (f"Over 750k-1M it averages {eight_last}, {lowest - eight_last:.1f} under the lowest of Dopamine's five "
-            f"QR-DQN seeds, {_published_text(dopamine_curve('breakout', 'QR-DQN'), 3)} (the 2-rank run: {two_last}); "
+            f"QR-DQN seeds, {_published_text(dopamine, 3)} (the 2-rank run: {two_last}); "
             f"the window's standard error is {standard_error:.2f}") in results_page
     assert f"| **{speedup:.2f}x** ({minutes[8]:.2f} against {minutes[1]:.2f} minutes) |" in _reach_row("on paper")
     front = " ".join(README.split())

@@ -743,10 +743,86 @@ def test_the_distributional_minatar_figures_recompute_from_the_raw_episodes():
     scaling_doc = (REPO / "docs" / "scaling.md").read_text()
     for agent, name in (("qrdqn", "QR-DQN"), ("c51", "C51")):
         assert (f"| {name}, MinAtar Breakout | {median(steps[agent][1]):,.0f} | {cell(agent, 2)} | {cell(agent, 8)} | "
-                f"`minatar_{agent}.json` |") in scaling_doc
+                ) in scaling_doc
     assert (f"| QR-DQN **{ratio('qrdqn', 8):.2f}x**, C51 **{ratio('c51', 8):.2f}x** | one rank | 3 | "
             "`results/scaling/` |") in README
 
+
+
+def test_the_distributional_sixteen_rank_cartpole_figures_recompute_from_the_raw_episodes():
+    """results/scaling/README.md's table of QR-DQN's and C51's CartPole presets at 16 ranks against one rank with
+    the same 16 envs (env steps to 450, seeds 0-4): every cell from the runs' episodes.csv, the medians, ratios,
+    seed-by-seed ranges and p-values, the ratios to the 8-env presets' one rank, the studies' JSON, and the rows
+    and sentences of docs/scaling.md and the README that quote them."""
+    from scipy.stats import mannwhitneyu
+
+    agents = ("qrdqn", "c51")
+    steps = {agent: {ranks: _env_steps_to(f"cartpole_{agent}_16envs_runs", ranks, 450, 5) for ranks in (1, 16)}
+             for agent in agents}
+    for agent in agents:  # five seeds at each of 1 and 16 ranks, no more
+        assert len(list((REPO / "results" / "scaling" / f"cartpole_{agent}_16envs_runs").glob("np*_seed*"))) == 10
+    assert None not in [run for agent in steps.values() for column_ in agent.values() for run in column_]
+    preset_one_rank = {"qrdqn": _env_steps_to("cartpole_qrdqn_lr4e-3_runs", 1, 450, 5),
+                       "c51": _env_steps_to("cartpole_c51_runs", 1, 450, 5)}
+    median = statistics.median
+
+    def ratio(agent):
+        return median(steps[agent][16]) / median(steps[agent][1])
+
+    def cell(agent):
+        return f"{median(steps[agent][16]):,.0f} ({ratio(agent):.2f}x)"
+
+    text = " ".join((REPO / "results" / "scaling" / "README.md").read_text().split())
+    for seed in range(5):
+        assert ("| " + f"{seed} | " + " | ".join(f"{steps[agent][ranks][seed]:,}" for agent in agents
+                                                 for ranks in (1, 16)) + " |") in text
+    assert (f"| median | **{median(steps['qrdqn'][1]):,.0f}** | **{cell('qrdqn')}** | "
+            f"**{median(steps['c51'][1]):,.0f}** | **{cell('c51')}** |") in text
+    p = {agent: mannwhitneyu(steps[agent][16], steps[agent][1]).pvalue for agent in agents}
+    assert f"same 16 envs: QR-DQN {p['qrdqn']:.2f}, C51 {p['c51']:.3f}." in text
+    assert (f"QR-DQN needs {ratio('qrdqn'):.2f}x one rank's median env steps with the same envs, C51 "
+            f"{ratio('c51'):.2f}x") in text
+    assert max(ratio(agent) for agent in agents) <= 1.5  # the target the text says both stay under
+    seed_ratios = {agent: [b / a for a, b in zip(steps[agent][1], steps[agent][16])] for agent in agents}
+    span = {agent: f"{min(seed_ratios[agent]):.2f}x-{max(seed_ratios[agent]):.2f}x" for agent in agents}
+    assert f"every C51 seed needs {span['c51']} its one rank's same seed" in text
+    assert min(seed_ratios["c51"]) > 1
+    qrdqn_span = f"{min(seed_ratios['qrdqn']):.2f}x to {max(seed_ratios['qrdqn']):.2f}x"
+    assert f"QR-DQN's seeds run from {qrdqn_span}, two of five ahead of their one rank's" in text
+    assert sum(r < 1 for r in seed_ratios["qrdqn"]) == 2
+    envs = {agent: median(steps[agent][1]) / median(preset_one_rank[agent]) for agent in agents}
+    envs_p = {agent: mannwhitneyu(steps[agent][1], preset_one_rank[agent]).pvalue for agent in agents}
+    ranks_ratio = {agent: median(steps[agent][16]) / median(preset_one_rank[agent]) for agent in agents}
+    ranks_p = {agent: mannwhitneyu(steps[agent][16], preset_one_rank[agent]).pvalue for agent in agents}
+    assert (f"(QR-DQN {median(preset_one_rank['qrdqn']):,.0f} at its own step size, C51 "
+            f"{median(preset_one_rank['c51']):,.0f}, above), one rank with 16 envs needs {envs['qrdqn']:.2f}x "
+            f"(p = {envs_p['qrdqn']:.2f}) and {envs['c51']:.2f}x (p = {envs_p['c51']:.2f}), neither clear at five "
+            f"seeds, and 16 ranks need {ranks_ratio['qrdqn']:.2f}x (p = {ranks_p['qrdqn']:.3f}) and "
+            f"{ranks_ratio['c51']:.2f}x (p = {ranks_p['c51']:.3f})") in text
+    assert max(envs_p.values()) > 0.05
+
+    for agent in agents:
+        study = json.loads((REPO / "results" / "scaling" / f"cartpole_{agent}_16envs.json").read_text())
+        assert study["flagfile"] == f"configs/cartpole_{agent}.flags" and study["extra_flags"] == ["--num_envs=16"]
+        assert study["target"] == 450 and study["budget_env_steps"] == 150_000 and study["ranks"] == [1, 16]
+        assert [row["median_env_steps_to_target"] for row in study["summary"]] == \
+            [median(steps[agent][ranks]) for ranks in (1, 16)]
+    scaling_doc = " ".join((REPO / "docs" / "scaling.md").read_text().split())
+    rows = {line.split(" | ")[0]: line for line in (REPO / "docs" / "scaling.md").read_text().splitlines()
+            if line.startswith("| ")}
+    for agent, name in (("qrdqn", "QR-DQN"), ("c51", "C51")):
+        row = rows[f"| {name}, CartPole"]
+        assert row.startswith(f"| {name}, CartPole | {median(preset_one_rank[agent]):,.0f} | ")
+        assert f" | {median(steps[agent][1]):,.0f} | {cell(agent)} | `" in row
+        assert f"`cartpole_{agent}_16envs.json` |" in row
+    assert (f"C51 on every seed ({span['c51']} of its one rank's same seed, p = {p['c51']:.3f}), QR-DQN on three "
+            f"of five ({min(seed_ratios['qrdqn']):.2f}x-{max(seed_ratios['qrdqn']):.2f}x, p = {p['qrdqn']:.2f})"
+            ) in scaling_doc
+    assert sum(r > 1 for r in seed_ratios["qrdqn"]) == 3
+    front = " ".join(README.split())
+    assert f"at 16 ranks {ratio('qrdqn'):.2f}x one rank's with the same 16 envs" in front
+    assert f"QR-DQN **{ratio('qrdqn'):.2f}x**, C51 **{ratio('c51'):.2f}x**, every seed solved" in README
+    assert f"within {max(ratio(agent) for agent in agents):.2f}x at 16 ranks on CartPole" in front
 
 # The Munchausen DQN Breakout run ran alone on one core up to this many agent steps, then on both
 # (results/breakout_mdqn/README.md): its rate on one core is read from its log points up to here.

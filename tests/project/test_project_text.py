@@ -744,9 +744,45 @@ def test_the_distributional_minatar_figures_recompute_from_the_raw_episodes():
     for agent, name in (("qrdqn", "QR-DQN"), ("c51", "C51")):
         assert (f"| {name}, MinAtar Breakout | {median(steps[agent][1]):,.0f} | {cell(agent, 2)} | {cell(agent, 8)} | "
                 ) in scaling_doc
-    assert (f"| QR-DQN **{ratio('qrdqn', 8):.2f}x**, C51 **{ratio('c51', 8):.2f}x** | one rank | 3 | "
-            "`results/scaling/` |") in README
+    assert f"| QR-DQN **{ratio('qrdqn', 8):.2f}x**, C51 **{ratio('c51', 8):.2f}x**; at 16 ranks" in README
 
+
+def test_qrdqns_sixteen_rank_minatar_figures_recompute_from_the_raw_episodes():
+    """results/scaling/README.md's table of QR-DQN's MinAtar Breakout preset at 16 ranks against one rank with the
+    same 16 envs (env steps to 5, seeds 0-2): every cell from the runs' episodes.csv, the medians, ratios, the
+    seed-by-seed range and p-value, the ratio to the 8-env preset's one rank, the study's JSON, and the row of
+    docs/scaling.md and the README that quote them."""
+    from scipy.stats import mannwhitneyu
+
+    steps = {ranks: _env_steps_to("minatar_qrdqn_16envs_runs", ranks, 5, 3) for ranks in (1, 16)}
+    assert len(list((REPO / "results" / "scaling" / "minatar_qrdqn_16envs_runs").glob("np*_seed*"))) == 6
+    assert None not in steps[1] + steps[16]
+    preset_one_rank = _env_steps_to("minatar_qrdqn_runs", 1, 5, 3)
+    median = statistics.median
+    ratio = median(steps[16]) / median(steps[1])
+    seed_ratios = [b / a for a, b in zip(steps[1], steps[16])]
+    text = " ".join((REPO / "results" / "scaling" / "README.md").read_text().split())
+    for seed in range(3):
+        assert f"| {seed} | {steps[1][seed]:,} | {steps[16][seed]:,} |" in text
+    assert f"| median | **{median(steps[1]):,.0f}** | **{median(steps[16]):,.0f} ({ratio:.2f}x)** |" in text
+    span = f"{min(seed_ratios):.2f}x-{max(seed_ratios):.2f}x"
+    assert (f"16 ranks need {ratio:.2f}x one rank's median env steps with the same envs, every seed fewer than its "
+            f"one rank's ({span}; three seeds, so Mann-Whitney's p cannot go below 0.10, and is "
+            f"{mannwhitneyu(steps[16], steps[1]).pvalue:.2f})") in text
+    assert max(seed_ratios) < 1
+    assert (f"({median(steps[1]) / median(preset_one_rank):.2f}x of {median(preset_one_rank):,.0f}), so 16 ranks "
+            "also need "
+            f"{median(steps[16]) / median(preset_one_rank):.2f}x the preset's one rank") in text
+    study = json.loads((REPO / "results" / "scaling" / "minatar_qrdqn_16envs.json").read_text())
+    assert study["flagfile"] == "configs/minatar_qrdqn.flags" and study["extra_flags"] == ["--num_envs=16"]
+    assert study["target"] == 5 and study["budget_env_steps"] == 500_000 and study["ranks"] == [1, 16]
+    assert [row["median_env_steps_to_target"] for row in study["summary"]] == [median(steps[r]) for r in (1, 16)]
+    scaling_doc = " ".join((REPO / "docs" / "scaling.md").read_text().split())
+    assert (f"| {median(steps[1]):,.0f} | {median(steps[16]):,.0f} ({ratio:.2f}x) | `minatar_qrdqn.json`, "
+            "`minatar_qrdqn_16envs.json` |") in scaling_doc
+    assert (f"On MinAtar Breakout QR-DQN at 16 ranks needs {ratio:.2f}x, every seed fewer env steps than its one "
+            f"rank's ({span})") in scaling_doc
+    assert f"at 16 ranks against one rank with the same 16 envs QR-DQN **{ratio:.2f}x** |" in README
 
 
 def test_the_distributional_sixteen_rank_cartpole_figures_recompute_from_the_raw_episodes():

@@ -325,6 +325,17 @@ def test_pqn_gpu_table_pays_one_exchange_per_minibatch():
         cost_formula.pqn_paper_rows(hardware_profiles.GTX1080_2016, 6_750_096, 28_224, 8, 128, 4, 4)
 
 
+def test_an_exchange_measured_below_the_bare_allreduce_it_contains_is_taken_at_the_allreduce():
+    from hvd_dqn.plan.cost_model import exchange_cost_s
+
+    measured = {"exchange_in_update_ms": 0.35, "allreduce_ms_per_update": 0.23, "exchange_block_pairs": 30}
+    assert exchange_cost_s(measured) == (pytest.approx(0.35e-3), None)
+    # A median of three block differences on CartPole's small network can come out below zero.
+    seconds, note = exchange_cost_s({**measured, "exchange_in_update_ms": -0.05, "exchange_block_pairs": 3})
+    assert seconds == pytest.approx(0.23e-3)
+    assert "measured -0.0500 ms, below the bare allreduce's 0.2300 ms" in note and "over 3 block pairs" in note
+
+
 def test_the_command_measures_predicts_and_validates_on_cartpole(tmp_path):
     report_path = tmp_path / "model.json"
     result = python_module("hvd_dqn.plan.cost_model", [
@@ -338,6 +349,7 @@ def test_the_command_measures_predicts_and_validates_on_cartpole(tmp_path):
     assert set(costs["act_s"]) == {"4", "8"} and set(costs["learn_s"]) == {"128"}
     assert all(value > 0 for value in [*costs["act_s"].values(), *costs["learn_s"].values(), costs["sync_s"]["2"]])
     assert costs["sync_s"]["1"] == 0.0 and costs["sync_bare_s"]["1"] == 0.0 and costs["sync_bare_s"]["2"] > 0
+    assert costs["sync_s"]["2"] >= costs["sync_bare_s"]["2"]  # the exchange in the update holds the allreduce
     # t_learn is the stage's figure scaled to the trainer's update: a one-worker run's seconds per update, less
     # its acting (2 env steps per update at 8 envs), over the stage's figure at its batch of 128.
     calibration = costs["calibration_run"]

@@ -747,42 +747,58 @@ def test_the_distributional_minatar_figures_recompute_from_the_raw_episodes():
     assert f"| QR-DQN **{ratio('qrdqn', 8):.2f}x**, C51 **{ratio('c51', 8):.2f}x**; at 16 ranks" in README
 
 
-def test_qrdqns_sixteen_rank_minatar_figures_recompute_from_the_raw_episodes():
-    """results/scaling/README.md's table of QR-DQN's MinAtar Breakout preset at 16 ranks against one rank with the
-    same 16 envs (env steps to 5, seeds 0-2): every cell from the runs' episodes.csv, the medians, ratios, the
-    seed-by-seed range and p-value, the ratio to the 8-env preset's one rank, the study's JSON, and the row of
-    docs/scaling.md and the README that quote them."""
+def test_the_distributional_sixteen_rank_minatar_figures_recompute_from_the_raw_episodes():
+    """results/scaling/README.md's table of QR-DQN's and C51's MinAtar Breakout presets at 16 ranks against one rank
+    with the same 16 envs (env steps to 5, seeds 0-2): every cell from the runs' episodes.csv, the medians, ratios,
+    seed-by-seed ranges and p-values, the ratios at 8 ranks and to the 8-env presets' one rank, the studies' JSON,
+    and the rows and sentences of docs/scaling.md and the README that quote them."""
     from scipy.stats import mannwhitneyu
 
-    steps = {ranks: _env_steps_to("minatar_qrdqn_16envs_runs", ranks, 5, 3) for ranks in (1, 16)}
-    assert len(list((REPO / "results" / "scaling" / "minatar_qrdqn_16envs_runs").glob("np*_seed*"))) == 6
-    assert None not in steps[1] + steps[16]
-    preset_one_rank = _env_steps_to("minatar_qrdqn_runs", 1, 5, 3)
+    agents = (("qrdqn", "QR-DQN"), ("c51", "C51"))
     median = statistics.median
-    ratio = median(steps[16]) / median(steps[1])
-    seed_ratios = [b / a for a, b in zip(steps[1], steps[16])]
     text = " ".join((REPO / "results" / "scaling" / "README.md").read_text().split())
-    for seed in range(3):
-        assert f"| {seed} | {steps[1][seed]:,} | {steps[16][seed]:,} |" in text
-    assert f"| median | **{median(steps[1]):,.0f}** | **{median(steps[16]):,.0f} ({ratio:.2f}x)** |" in text
-    span = f"{min(seed_ratios):.2f}x-{max(seed_ratios):.2f}x"
-    assert (f"16 ranks need {ratio:.2f}x one rank's median env steps with the same envs, every seed fewer than its "
-            f"one rank's ({span}; three seeds, so Mann-Whitney's p cannot go below 0.10, and is "
-            f"{mannwhitneyu(steps[16], steps[1]).pvalue:.2f})") in text
-    assert max(seed_ratios) < 1
-    assert (f"({median(steps[1]) / median(preset_one_rank):.2f}x of {median(preset_one_rank):,.0f}), so 16 ranks "
-            "also need "
-            f"{median(steps[16]) / median(preset_one_rank):.2f}x the preset's one rank") in text
-    study = json.loads((REPO / "results" / "scaling" / "minatar_qrdqn_16envs.json").read_text())
-    assert study["flagfile"] == "configs/minatar_qrdqn.flags" and study["extra_flags"] == ["--num_envs=16"]
-    assert study["target"] == 5 and study["budget_env_steps"] == 500_000 and study["ranks"] == [1, 16]
-    assert [row["median_env_steps_to_target"] for row in study["summary"]] == [median(steps[r]) for r in (1, 16)]
     scaling_doc = " ".join((REPO / "docs" / "scaling.md").read_text().split())
-    assert (f"| {median(steps[1]):,.0f} | {median(steps[16]):,.0f} ({ratio:.2f}x) | `minatar_qrdqn.json`, "
-            "`minatar_qrdqn_16envs.json` |") in scaling_doc
-    assert (f"On MinAtar Breakout QR-DQN at 16 ranks needs {ratio:.2f}x, every seed fewer env steps than its one "
-            f"rank's ({span})") in scaling_doc
-    assert f"at 16 ranks against one rank with the same 16 envs QR-DQN **{ratio:.2f}x** |" in README
+    steps, ratio = {}, {}
+    for agent, name in agents:
+        runs_folder = f"minatar_{agent}_16envs_runs"
+        steps[agent] = {ranks: _env_steps_to(runs_folder, ranks, 5, 3) for ranks in (1, 16)}
+        assert len(list((REPO / "results" / "scaling" / runs_folder).glob("np*_seed*"))) == 6
+        assert None not in steps[agent][1] + steps[agent][16]
+        ratio[agent] = median(steps[agent][16]) / median(steps[agent][1])
+        seed_ratios = [b / a for a, b in zip(steps[agent][1], steps[agent][16])]
+        assert max(seed_ratios) < 1  # "every seed fewer than its one rank's"
+        span = f"{min(seed_ratios):.2f}x-{max(seed_ratios):.2f}x"
+        preset = {ranks: _env_steps_to(f"minatar_{agent}_runs", ranks, 5, 3) for ranks in (1, 8)}
+        eight_ranks = median(preset[8]) / median(preset[1])
+        assert (f"**{name}:** 16 ranks need {ratio[agent]:.2f}x one rank's median env steps with the same envs, every "
+                f"seed fewer than its one rank's ({span}), as at 8 ranks ({eight_ranks:.2f}x, above).") in text
+        assert (f"({median(steps[agent][1]) / median(preset[1]):.2f}x of {median(preset[1]):,.0f}), so 16 ranks "
+                f"also need {median(steps[agent][16]) / median(preset[1]):.2f}x the preset's one rank") in text
+        study = json.loads((REPO / "results" / "scaling" / f"minatar_{agent}_16envs.json").read_text())
+        assert study["flagfile"] == f"configs/minatar_{agent}.flags" and study["extra_flags"] == ["--num_envs=16"]
+        assert study["target"] == 5 and study["budget_env_steps"] == 500_000 and study["ranks"] == [1, 16]
+        assert [row["median_env_steps_to_target"] for row in study["summary"]] == \
+            [median(steps[agent][ranks]) for ranks in (1, 16)]
+        assert (f"| {median(steps[agent][1]):,.0f} | {median(steps[agent][16]):,.0f} ({ratio[agent]:.2f}x) | "
+                f"`minatar_{agent}.json`, `minatar_{agent}_16envs.json` |") in scaling_doc
+        assert f"({span})" in scaling_doc.split("On MinAtar Breakout QR-DQN at 16 ranks")[1].split("**QR-DQN at 8")[0]
+    for seed in range(3):
+        assert ("| " + f"{seed} | " + " | ".join(f"{steps[agent][ranks][seed]:,}" for agent, _ in agents
+                                                 for ranks in (1, 16)) + " |") in text
+    assert ("| median | " + " | ".join(f"**{median(steps[agent][1]):,.0f}** | "
+                                       f"**{median(steps[agent][16]):,.0f} ({ratio[agent]:.2f}x)**"
+                                       for agent, _ in agents) + " |") in text
+    p_values = {f"{mannwhitneyu(steps[agent][16], steps[agent][1]).pvalue:.2f}" for agent, _ in agents}
+    assert len(p_values) == 1  # the text gives one p for both agents
+    assert f"cannot go below 0.10; for both agents it is {p_values.pop()}." in text
+    assert (f"On MinAtar Breakout QR-DQN at 16 ranks needs {ratio['qrdqn']:.2f}x, every seed fewer env steps than "
+            f"its one rank's") in scaling_doc
+    assert f"and C51 {ratio['c51']:.2f}x (" in scaling_doc
+    assert (f"at 16 ranks against one rank with the same 16 envs QR-DQN **{ratio['qrdqn']:.2f}x**, "
+            f"C51 **{ratio['c51']:.2f}x** |") in README
+    front = " ".join(README.split())
+    assert (f"at 16 ranks on CartPole (on MinAtar Breakout QR-DQN and C51 at 16 ranks needed {ratio['qrdqn']:.2f}x "
+            f"and {ratio['c51']:.2f}x)") in front
 
 
 def test_the_distributional_sixteen_rank_cartpole_figures_recompute_from_the_raw_episodes():

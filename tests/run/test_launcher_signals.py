@@ -96,3 +96,58 @@ def test_the_watch_reports_a_launcher_that_ended():
         time.sleep(0.05)
     watch.stop()
     assert reported == [f"word that its launcher ended (sleep 30, pid {launcher.pid})"]
+
+
+# A rank that notes when SIGTERM reaches it and then keeps noting that it is alive, as a rank writing a large
+# checkpoint would be, until something stronger than SIGTERM ends it.
+_SLOW_RANK = """
+import os, signal, sys, time
+folder, rank = sys.argv[1], os.environ["OMPI_COMM_WORLD_RANK"]
+def note(name):
+    with open(os.path.join(folder, name + "." + rank + ".tmp"), "w") as handle:
+        handle.write(repr(time.time()))
+    os.replace(os.path.join(folder, name + "." + rank + ".tmp"), os.path.join(folder, name + "." + rank))
+signal.signal(signal.SIGTERM, lambda signum, frame: note("term"))
+note("started")
+while True:
+    time.sleep(0.1)
+    if os.path.exists(os.path.join(folder, "term." + rank)):
+        note("alive")
+"""
+
+
+@pytest.mark.parametrize("sigkill_timeout", [None, 4], ids=["default", "4s"])
+def test_mpirun_gives_the_ranks_its_sigkill_timeout_after_a_sigterm_of_its_own(tmp_path, sigkill_timeout):
+    """docs/resume.md: a SIGTERM to mpirun (or horovodrun over MPI, which becomes `sh -c mpirun`) reaches the ranks
+    `odls_base_sigkill_timeout` seconds later (1 by default) and SIGKILL as long again after it; a job started with
+    OMPI_MCA_odls_base_sigkill_timeout=N in its environment gives its ranks N seconds to write their checkpoint."""
+    script = tmp_path / "slow_rank.py"
+    script.write_text(_SLOW_RANK)
+    env = subprocess_env()
+    env.pop("OMPI_MCA_odls_base_sigkill_timeout", None)
+    if sigkill_timeout is not None:
+        env["OMPI_MCA_odls_base_sigkill_timeout"] = str(sigkill_timeout)
+    job = subprocess.Popen([_horovodrun(), "-np", "2", "-H", "localhost:2", "--mpi", PYTHON, str(script),
+                            str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not all((tmp_path / f"started.{rank}").exists() for rank in (0, 1)):
+            assert time.monotonic() < deadline and job.poll() is None, "the ranks did not start"
+            time.sleep(0.2)
+        mpirun = [process for process in psutil.Process(job.pid).children(recursive=True)
+                  if process.name() == "mpirun"]
+        assert len(mpirun) == 1
+        sent = time.time()
+        mpirun[0].send_signal(signal.SIGTERM)
+        job.wait(timeout=60)
+    finally:
+        job.kill()
+        for process in psutil.process_iter(["cmdline"]):
+            if str(script) in (process.info["cmdline"] or []):
+                process.kill()
+    grace = sigkill_timeout or 1
+    for rank in (0, 1):
+        term = float((tmp_path / f"term.{rank}").read_text())
+        alive = float((tmp_path / f"alive.{rank}").read_text())
+        assert grace - 0.5 < term - sent < grace + 2  # SIGCONT, the timeout, then SIGTERM
+        assert grace - 0.5 < alive - term < grace + 0.5  # the timeout again, then SIGKILL

@@ -151,3 +151,8 @@ def test_mpirun_gives_the_ranks_its_sigkill_timeout_after_a_sigterm_of_its_own(t
         alive = float((tmp_path / f"alive.{rank}").read_text())
         assert grace - 0.5 < term - sent < grace + 2  # SIGCONT, the timeout, then SIGTERM
         assert grace - 0.5 < alive - term < grace + 0.5  # the timeout again, then SIGKILL
+    if sigkill_timeout is None:  # the figure the README and docs/resume.md give
+        readme = " ".join((REPO / "README.md").read_text().split())
+        resume = " ".join((REPO / "docs" / "resume.md").read_text().split())
+        assert f"(horovodrun over Gloo 5 s, Open MPI's mpirun {grace} s)" in readme
+        assert f"waits its `odls_base_sigkill_timeout` ({grace} s by default), sends SIGTERM" in resume

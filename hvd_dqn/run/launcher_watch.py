@@ -18,12 +18,14 @@ from typing import Callable, List, Optional, Tuple
 WATCH_SECONDS = 1.0  # how often the launcher processes are looked at
 
 _LAUNCHER_NAMES = {"horovodrun", "mpirun", "mpiexec", "orterun", "prterun", "orted", "prted"}
+_TRAIN_SCRIPT = os.path.join("scripts", "train.sh")
 
 
 def is_launcher(cmdline: List[str]) -> bool:
     """Whether a process with this command line is part of a job's launch: a launcher (horovodrun run by
     Python, mpirun and Open MPI's daemons), the shell horovodrun becomes (`sh -c "mpirun ..."`) or runs each
-    Gloo rank in (`sh -c "env HOROVOD_RANK=..."`), or the helper process horovodrun forks for each Gloo rank."""
+    Gloo rank in (`sh -c "env HOROVOD_RANK=..."`), the helper process horovodrun forks for each Gloo rank, or
+    the project's `scripts/train.sh` above them."""
     if not cmdline:
         return False
     names = [os.path.basename(part) for part in cmdline[:2]]
@@ -32,6 +34,8 @@ def is_launcher(cmdline: List[str]) -> bool:
     if names[0] in ("sh", "bash", "dash") and len(cmdline) >= 3 and cmdline[1] == "-c":
         command = cmdline[2]
         return command.lstrip().startswith(("mpirun", "mpiexec")) or "HOROVOD_RANK=" in command
+    if names[0] in ("sh", "bash") and len(cmdline) >= 2 and cmdline[1].endswith(_TRAIN_SCRIPT):
+        return True  # scripts/train.sh, which starts horovodrun in a session of its own and stops the ranks itself
     return "multiprocessing.spawn" in " ".join(cmdline[:3]) and "--multiprocessing-fork" in cmdline
 
 

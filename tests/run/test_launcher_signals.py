@@ -2,6 +2,8 @@
 every rank: SIGTERM with a checkpoint that a --resume continues from at once, SIGKILL within the same bound.
 Over MPI horovodrun becomes `sh -c "mpirun ..."`, which passes no signal on: the ranks watch their launcher
 (hvd_dqn/run/launcher_watch.py)."""
+import os
+import pathlib
 import signal
 import subprocess
 import time
@@ -72,6 +74,9 @@ def test_the_launcher_chain_is_what_started_the_ranks():
     assert launcher_watch.is_launcher(["/bin/sh", "-c", "env HOROVOD_RANK=0 HOROVOD_SIZE=2 python -m x"])
     assert launcher_watch.is_launcher(["mpirun", "-np", "2", "python"])
     assert launcher_watch.is_launcher(["/usr/bin/python3", "/venv/bin/horovodrun", "-np", "2", "python"])
+    assert launcher_watch.is_launcher(["bash", "scripts/train.sh", "--seed=3"])
+    assert launcher_watch.is_launcher(["/bin/bash", "/home/u/hvd_dqn/scripts/train.sh"])
+    assert not launcher_watch.is_launcher(["bash", "my_train.sh"])
     assert not launcher_watch.is_launcher(["-bash"]) and not launcher_watch.is_launcher(["/bin/sh", "-c", "make"])
     assert not launcher_watch.is_launcher(["python", "-m", "hvd_dqn.train"]) and not launcher_watch.is_launcher([])
     # A process started from a shell (this test's) has no launcher above it: nothing to watch.
@@ -156,3 +161,44 @@ def test_mpirun_gives_the_ranks_its_sigkill_timeout_after_a_sigterm_of_its_own(t
         resume = " ".join((REPO / "docs" / "resume.md").read_text().split())
         assert f"(horovodrun over Gloo 5 s, Open MPI's mpirun {grace} s)" in readme
         assert f"waits its `odls_base_sigkill_timeout` ({grace} s by default), sends SIGTERM" in resume
+
+
+@pytest.mark.parametrize("controller, how", [("mpi", "Ctrl-C"), ("gloo", "SIGTERM"), ("mpi", "SIGKILL")])
+def test_a_stop_of_scripts_train_sh_reaches_the_ranks_and_ends_with_their_memories(tmp_path, controller, how):
+    """`NP=2 scripts/train.sh`, stopped as a user or a scheduler stops it: Ctrl-C (SIGINT to the terminal's
+    process group), SIGTERM to the script, or SIGKILL to it. The script starts horovodrun in a session of its own
+    and passes a stop to the ranks itself, so no launcher's SIGKILL cuts their checkpoint short (a Ctrl-C that
+    reached mpirun would end the job with exit status 1 a second later, whatever the ranks were writing); killed
+    outright, the ranks see it gone and stop with a checkpoint. Either way with every rank's memory."""
+    logdir, log = tmp_path / "run", tmp_path / "output.txt"
+    env = dict(subprocess_env(), NP="2", FLAGFILE="configs/cartpole.flags", HOROVODRUN_ARGS=f"--{controller}")
+    command = ["bash", str(REPO / "scripts" / "train.sh"), *CARTPOLE[1:], f"--logdir={logdir}",
+               "--total_env_steps=1000000", "--checkpoint_interval_env_steps=0", "--log_interval_env_steps=1000",
+               "--checkpoint_replay"]
+    with open(log, "w") as output:
+        # A session of its own, as a terminal gives the job it runs in the foreground.
+        script = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env, cwd=REPO,
+                                  start_new_session=True)
+        try:
+            wait_for_ranks(log, 2, until=lambda text: (logdir / "metrics.csv").exists())
+            if how == "Ctrl-C":
+                os.killpg(script.pid, signal.SIGINT)
+            else:
+                script.send_signal(signal.SIGTERM if how == "SIGTERM" else signal.SIGKILL)
+            sent = time.monotonic()
+            if how != "SIGKILL":
+                assert script.wait(timeout=BOUND_SECONDS) == 0, log.read_text()[-3000:]
+            while _job_processes(logdir) and time.monotonic() < sent + BOUND_SECONDS:
+                time.sleep(0.5)
+            assert _job_processes(logdir) == [], f"still running {BOUND_SECONDS} s after {how}"
+        finally:
+            script.kill()
+            for process in _job_processes(logdir):
+                process.kill()
+    text = log.read_text()
+    stop = ("SIGTERM" if how != "SIGKILL" else
+            f"word that its launcher ended (bash {REPO / 'scripts' / 'train.sh'} {CARTPOLE[1]}")
+    assert f"stopped by {stop}" in text, text[-3000:]
+    assert " holds the networks, the optimizer, the counters and every rank's memory" in text, text[-3000:]
+    latest = checkpoint.latest_checkpoint(str(logdir))
+    assert all((pathlib.Path(latest) / f"replay-rank{rank:05d}.npz").exists() for rank in (0, 1))

@@ -21,7 +21,8 @@ BOUND_SECONDS = 60  # the ranks' stop, their last checkpoint's write included (C
 
 
 def _job_processes(logdir):
-    """Every process left of the job: its ranks and mpirun (their command lines name the logdir)."""
+    """Every process left of the job: its ranks and mpirun (their command lines name the logdir, or whatever
+    other path every process of the job names, as a rank's script)."""
     found = []
     for process in psutil.process_iter(["cmdline"]):
         if any(str(logdir) in part for part in process.info["cmdline"] or []):
@@ -109,9 +110,10 @@ _SLOW_RANK = """
 import os, signal, sys, time
 folder, rank = sys.argv[1], os.environ["OMPI_COMM_WORLD_RANK"]
 def note(name):
-    with open(os.path.join(folder, name + "." + rank + ".tmp"), "w") as handle:
+    path = os.path.join(folder, name + "." + rank)
+    with open(path + ".tmp", "w") as handle:
         handle.write(repr(time.time()))
-    os.replace(os.path.join(folder, name + "." + rank + ".tmp"), os.path.join(folder, name + "." + rank))
+    os.replace(path + ".tmp", path)
 signal.signal(signal.SIGTERM, lambda signum, frame: note("term"))
 note("started")
 while True:
@@ -147,9 +149,8 @@ def test_mpirun_gives_the_ranks_its_sigkill_timeout_after_a_sigterm_of_its_own(t
         job.wait(timeout=60)
     finally:
         job.kill()
-        for process in psutil.process_iter(["cmdline"]):
-            if str(script) in (process.info["cmdline"] or []):
-                process.kill()
+        for process in _job_processes(script):
+            process.kill()
     grace = sigkill_timeout or 1
     for rank in (0, 1):
         term = float((tmp_path / f"term.{rank}").read_text())

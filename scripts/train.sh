@@ -23,11 +23,11 @@ fi
 # Every setting checked once, in this process, for the job's ranks: a bad one is then its one line, instead of
 # every rank's failure and the launcher's report of it.
 "$repo/.venv/bin/python" -m hvd_dqn.train --flagfile="$flagfile" "$@" --check_ranks="${NP:-1}" >/dev/null
-# The launcher runs in a session of its own and a stop (Ctrl-C in this terminal, SIGTERM or SIGHUP to this script)
-# goes from here to the ranks themselves: through the launcher they would have seconds before its SIGKILL (Open
-# MPI's mpirun: 1 s, horovodrun over Gloo: 5 s), too few to write large --checkpoint_replay memories. A second stop
-# is passed on too, and the ranks then stop at once. If this script is killed outright, the ranks see it gone
-# (hvd_dqn/run/launcher_watch.py) and stop with a checkpoint.
+# The launcher runs under setsid, out of this terminal's reach, and a stop (Ctrl-C in this terminal, SIGTERM or
+# SIGHUP to this script) goes from here to the ranks themselves: through the launcher they would have seconds before
+# its SIGKILL (Open MPI's mpirun: 1 s, horovodrun over Gloo: 5 s), too few to write large --checkpoint_replay
+# memories. A second stop is passed on too, and the ranks then stop at once. If this script is killed outright, the
+# ranks see it gone (hvd_dqn/run/launcher_watch.py) and stop with a checkpoint.
 # shellcheck disable=SC2086
 setsid --wait "$repo/.venv/bin/horovodrun" -np "${NP:-1}" ${HOROVODRUN_ARGS:-} \
   "$repo/.venv/bin/python" -m hvd_dqn.train --flagfile="$flagfile" "$@" &

@@ -35,7 +35,7 @@ def is_launcher(cmdline: List[str]) -> bool:
         command = cmdline[2]
         return command.lstrip().startswith(("mpirun", "mpiexec")) or "HOROVOD_RANK=" in command
     if names[0] in ("sh", "bash") and len(cmdline) >= 2 and cmdline[1].endswith(_TRAIN_SCRIPT):
-        return True  # scripts/train.sh, which starts horovodrun in a session of its own and stops the ranks itself
+        return True  # scripts/train.sh, which starts horovodrun under setsid and stops the ranks itself
     return "multiprocessing.spawn" in " ".join(cmdline[:3]) and "--multiprocessing-fork" in cmdline
 
 

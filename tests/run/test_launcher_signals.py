@@ -172,7 +172,7 @@ def test_mpirun_gives_the_ranks_its_sigkill_timeout_after_a_sigterm_of_its_own(t
 @pytest.mark.parametrize("controller, how", [("mpi", "Ctrl-C"), ("gloo", "SIGTERM"), ("mpi", "SIGKILL")])
 def test_a_stop_of_scripts_train_sh_reaches_the_ranks_and_ends_with_their_memories(tmp_path, controller, how):
     """`NP=2 scripts/train.sh`, stopped as a user or a scheduler stops it: Ctrl-C (SIGINT to the terminal's
-    process group), SIGTERM to the script, or SIGKILL to it. The script starts horovodrun in a session of its own
+    process group), SIGTERM to the script, or SIGKILL to it. The script starts horovodrun under setsid
     and passes a stop to the ranks itself, so no launcher's SIGKILL cuts their checkpoint short (a Ctrl-C that
     reached mpirun would end the job with exit status 1 a second later, whatever the ranks were writing); killed
     outright, the ranks see it gone and stop with a checkpoint. Either way with every rank's memory."""
@@ -182,7 +182,7 @@ def test_a_stop_of_scripts_train_sh_reaches_the_ranks_and_ends_with_their_memori
                "--total_env_steps=1000000", "--checkpoint_interval_env_steps=0", "--log_interval_env_steps=1000",
                "--checkpoint_replay"]
     with open(log, "w") as output:
-        # A session of its own, as a terminal gives the job it runs in the foreground.
+        # A process group of its own (setsid), as a terminal gives the job it runs in the foreground.
         script = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=env, cwd=REPO,
                                   start_new_session=True)
         try:

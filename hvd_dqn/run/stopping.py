@@ -61,12 +61,16 @@ class StopRules:
         return max(1, -(-STOP_POLL_ENV_STEPS_PER_RANK // num_envs))
 
     def signal_to_any_rank(self, is_chief: bool) -> bool:
-        """Collective: whether any rank received SIGTERM or SIGINT (one tiny allreduce)."""
+        """Collective: whether any rank received SIGTERM or SIGINT (one tiny allgather). When one did, a second
+        gather, on this path alone, tells every rank what stopped the job and where, so rank 0's log names it
+        ("SIGTERM (at rank 3)") instead of leaving the user to search the other ranks' output."""
         votes = collectives.gather_from_ranks(np.array([1.0 if self.signals.received else 0.0]), "stop_votes")
         if not votes.any():
             return False
-        self.stopped_by = self.signals.received or ("a stop request from another rank (a signal, or its "
-                                                    "launcher's end)")
+        # A rank may receive its own signal between the two gathers; the ranks that voted have one either way.
+        reasons = collectives.gather_objects(self.signals.received, "stop_reasons")
+        first = next(rank for rank, reason in enumerate(reasons) if reason)
+        self.stopped_by = self.signals.received or f"{reasons[first]} (at rank {first})"
         if is_chief:
             logging.info("received %s: finishing the steps under way, then writing a checkpoint", self.stopped_by)
         return True

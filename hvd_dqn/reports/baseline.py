@@ -3,10 +3,14 @@ the mean return of the training episodes, beside the published mean and range ov
 
     .venv/bin/python -m hvd_dqn.reports.baseline runs/breakout_dopamine --out=breakout.png
     .venv/bin/python -m hvd_dqn.reports.baseline runs/b --agent=DQN --also=Rainbow,QR-DQN --json=table.json
+    .venv/bin/python -m hvd_dqn.reports.baseline runs/b8 --label="8 ranks" --agent=QR-DQN \
+        --beside="1 rank=runs/b1" --beside="2 ranks=runs/b2"
 
 The game comes from the run's config.json (ALE/Breakout-v5 -> breakout); the published numbers from
 hvd_dqn/baselines/dopamine_atari_cnn.json, with their source. Prints a Markdown table; --out draws the run's
-per-window means over the published band(s); --json writes the table.
+per-window means over the published band(s); --json writes the table. --beside adds other runs of the game (the
+same agent at another rank count, say) as columns of the table and lines of the plot; their cells hold the windows
+they trained through to the end ("-" past a run's end).
 """
 import argparse
 import json
@@ -26,10 +30,13 @@ def main(argv=None) -> int:
     parser.add_argument("--label", default=None, help="The run's name in the table and plot (default: its folder).")
     parser.add_argument("--out", default=None, help="PNG file to draw into.")
     parser.add_argument("--json", default=None, help="JSON file to write the table into.")
+    parser.add_argument("--beside", action="append", default=[], metavar="[LABEL=]LOGDIR",
+                        help="Another run of the same game to set beside it (repeatable); LABEL defaults to the "
+                             "folder's name.")
     args = parser.parse_args(argv)
 
     from hvd_dqn.envs import atari_game
-    from hvd_dqn.reports.curves import CurveError, load_run, window_means
+    from hvd_dqn.reports.curves import CurveError, WindowMean, load_run, window_means
     from hvd_dqn.baselines import dopamine_curve
 
     try:
@@ -43,26 +50,48 @@ def main(argv=None) -> int:
         reference = dopamine_curve(game, args.agent)
         others = [dopamine_curve(game, agent) for agent in filter(None, args.also.split(","))]
         windows = window_means(args.logdir, reference.window_env_steps)
+        beside = [_beside_run(argument, game, reference.window_env_steps) for argument in args.beside]
+        # The table runs to the longest run's end: rows past this run's own are empty in its columns.
+        width = reference.window_env_steps
+        windows += [WindowMean(index * width, (index + 1) * width, 0, float("nan"), False)
+                    for index in range(len(windows), max([len(run["mean_returns"]) for run in beside], default=0))]
     except (CurveError, ValueError, OSError) as error:
         print(f"{PROGRAM}: error: {error}", file=sys.stderr)
         return 2
     label = args.label or os.path.basename(os.path.normpath(args.logdir))
     rows = table(windows, reference)
-    print(markdown(rows, label, reference))
+    print(markdown(rows, label, reference, beside))
     try:
         if args.json:
             with open(args.json, "w") as handle:
                 json.dump(dict(run=label, logdir=args.logdir, env_id=run.env_id, game=game,
-                               reference_agent=reference.agent, reference_source=reference.source, windows=rows),
-                          handle, indent=2)
+                               reference_agent=reference.agent, reference_source=reference.source, windows=rows,
+                               beside=beside), handle, indent=2)
                 handle.write("\n")
         if args.out:
-            draw(rows, reference, others, label, args.out)
+            draw(rows, reference, others, label, args.out, beside)
             print(f"wrote {args.out}")
     except OSError as error:
         print(f"{PROGRAM}: error: cannot write ({error})", file=sys.stderr)
         return 2
     return 0
+
+
+def _beside_run(argument: str, game: str, window_env_steps: int) -> dict:
+    """--beside's `[label=]logdir`: that run's means over the windows it trained through, as a dict for the table,
+    the plot and the JSON. A run of another game would compare nothing, so it is refused."""
+    from hvd_dqn.envs import atari_game
+    from hvd_dqn.reports.curves import CurveError, load_run, parse_curve_argument, window_means
+
+    label, logdirs = parse_curve_argument(argument)
+    if len(logdirs) != 1:
+        raise CurveError(f"--beside={argument}: one logdir per --beside")
+    other = (atari_game(load_run(logdirs[0]).env_id) or "").replace("_", "")
+    if other != game:
+        raise CurveError(f"--beside={argument}: a run of {other or 'a task that is not Atari'}, not of {game}")
+    means = [round(window.mean_return, 3) if window.complete and window.episodes else None
+             for window in window_means(logdirs[0], window_env_steps)]
+    return dict(label=label, logdir=logdirs[0], mean_returns=means)
 
 
 def table(windows, reference):
@@ -79,22 +108,25 @@ def table(windows, reference):
     return rows
 
 
-def markdown(rows, label, reference) -> str:
-    lines = [f"| agent steps | {label}: episodes | {label}: mean return | Dopamine {reference.agent}: mean "
+def markdown(rows, label, reference, beside=()) -> str:
+    columns = "".join(f" {run['label']}: mean return |" for run in beside)
+    lines = [f"| agent steps | {label}: episodes | {label}: mean return |{columns} Dopamine {reference.agent}: mean "
              f"[min, max] of {len(reference.seeds_by_window[0])} seeds |",
-             "|---|---:|---:|---|"]
-    for row in rows:
+             "|---|---:|---:|" + "---:|" * len(beside) + "---|"]
+    for index, row in enumerate(rows):
         steps = f"{row['start_env_steps'] / 1e3:,.0f}k-{row['end_env_steps'] / 1e3:,.0f}k"
         if not row["complete"]:
             steps += " (partial)"
-        mean = "-" if row["mean_return"] is None else f"{row['mean_return']:.1f}"
+        means = [row["mean_return"]] + [run["mean_returns"][index] if index < len(run["mean_returns"]) else None
+                                        for run in beside]
+        cells = " | ".join("-" if mean is None else f"{mean:.1f}" for mean in means)
         published = (f"{row['published_mean']:.1f} [{row['published_min']:.1f}, {row['published_max']:.1f}]"
                      if "published_mean" in row else "-")
-        lines.append(f"| {steps} | {row['episodes']} | {mean} | {published} |")
+        lines.append(f"| {steps} | {row['episodes']} | {cells} | {published} |")
     return "\n".join(lines)
 
 
-def draw(rows, reference, others, label, path) -> None:
+def draw(rows, reference, others, label, path, beside=()) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -114,6 +146,10 @@ def draw(rows, reference, others, label, path) -> None:
     ours = [row for row in rows if row["mean_return"] is not None]
     axes.plot([(row["start_env_steps"] + row["end_env_steps"]) / 2 for row in ours],
               [row["mean_return"] for row in ours], "o-", color="C0", linewidth=2, label=f"{label} (hvd_dqn)")
+    for index, run in enumerate(beside):
+        points = [(row, mean) for row, mean in zip(rows, run["mean_returns"]) if mean is not None]
+        axes.plot([(row["start_env_steps"] + row["end_env_steps"]) / 2 for row, _ in points],
+                  [mean for _, mean in points], "s--", color=f"C{len(others) + 2 + index}", label=run["label"])
     for row in ours:
         if not row["complete"]:
             axes.annotate("partial", ((row["start_env_steps"] + row["end_env_steps"]) / 2, row["mean_return"]),

@@ -979,7 +979,7 @@ def test_the_two_worker_qrdqn_benchmark_recomputes_from_its_runs_and_the_text_qu
     assert [run["workers"] for run in report["runs"]] == [1, 2, 2, 1, 1, 2, 2, 1]
 
 
-def test_qrdqns_eight_rank_breakout_figures_recompute_from_the_raw_episodes_and_the_cost_model():
+def test_qrdqns_eight_rank_breakout_figures_recompute_from_the_raw_episodes_and_the_cost_model(capsys):
     """QR-DQN at 8 ranks on Breakout (results/atari/breakout_qrdqn_8ranks_seed0/): the agent steps to Dopamine's
     QR-DQN score (27.1) and the window means of the 1-, 2- and 8-rank runs from their episodes.csv, the cost model's
     report priced with them (the agent steps it was given are the runs' own), and every text that quotes them: the
@@ -1007,6 +1007,17 @@ def test_qrdqns_eight_rank_breakout_figures_recompute_from_the_raw_episodes_and_
     for window, label in enumerate(("0k-250k", "250k-500k", "500k-750k", "750k-1M")):
         cells = [str(means[name][window]) if window < len(means[name]) else "—" for name in names]
         assert f"| {label} | {' | '.join(cells)} | {_published_text(dopamine, window)} |" in run_readme
+    # The README's command for its table prints the same cells.
+    from hvd_dqn.reports import baseline
+
+    arguments = [str(atari / names[0]), "--agent=QR-DQN", "--label=8 ranks",
+                 f"--beside=2 ranks={atari / names[1]}", f"--beside=1 rank={atari / names[2]}"]
+    assert baseline.main(arguments) == 0
+    printed = capsys.readouterr().out
+    assert "--beside=\"2 ranks=results/atari/breakout_qrdqn_seed0\" \\ --beside=\"1 rank=" in run_readme
+    for window, label in enumerate(("0k-250k", "250k-500k", "500k-750k", "750k-1,000k")):
+        cells = [str(means[name][window]) if window < len(means[name]) else "-" for name in names]
+        assert f"| {' | '.join(cells)} | {_published_text(dopamine, window)} |" in printed.splitlines()[2 + window]
     ratio = eight / one
     assert (f"first averaged Dopamine's QR-DQN mean over 500k-750k, {score}, at **{eight:,}** agent steps: "
             f"**{ratio:.2f}x** the 1-rank run's {one:,} and {eight / two:.2f}x the 2-rank run's {two:,}") in run_readme
